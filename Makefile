@@ -1,0 +1,30 @@
+# One command for each job; CI and the README use the same ones.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+SIM    ?= verilator
+PYTEST_ARGS ?=
+
+.PHONY: venv sim test lint bench clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tcore needs Python >= 3.11, found " + sys.version.split()[0])'
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[test]'
+	@touch $@
+
+sim: $(STAMP)
+	$(BIN)/tcore verify tests/data/silicon/*.npz
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
+
+bench: $(STAMP)
+	$(BIN)/tcore bench golden
+
+clean:
+	rm -rf build .pytest_cache

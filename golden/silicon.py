@@ -1,0 +1,130 @@
+"""Reading captured silicon vectors (the ``.npz`` format of ``tests/data/silicon/README.md``).
+
+Two kinds of file share the keys ``a``, ``b``, ``c``, ``c16`` and ``d_<kernel>``:
+
+* tile files: ``a`` (T, M, K), ``b`` (T, K, N), ``c`` and ``d_*`` (T, M, N): T independent MMAs;
+* whole-GEMM files (matmulT): ``a`` (M, K), ``b`` (K, N), ``c`` and ``d_*`` (M, N).
+
+They are told apart by ``a.ndim``.  :func:`problem` turns either into a batch of 16-row by
+16-column output tiles with their full K, which is how the matmulT kernel computes a GEMM (one
+warp per 16x16 tile of C, K in steps of 16).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+import zipfile
+
+import numpy as np
+
+__all__ = ["Kernel", "KERNELS", "VectorFileError", "Problem", "load", "problem", "kernels_in"]
+
+
+class VectorFileError(ValueError):
+    """A vector file is missing, unreadable, or lacks a key, dtype or shape it needs."""
+
+
+@dataclass(frozen=True)
+class Kernel:
+    name: str
+    in_fmt: str
+    out_fmt: str
+    c_key: str
+    d_key: str
+
+
+KERNELS = {
+    "f16_f32": Kernel("f16_f32", "fp16", "fp32", "c", "d_f16_f32"),
+    "bf16_f32": Kernel("bf16_f32", "bf16", "fp32", "c", "d_bf16_f32"),
+    "f16_f16": Kernel("f16_f16", "fp16", "fp16", "c16", "d_f16_f16"),
+}
+
+
+@dataclass
+class Problem:
+    """One kernel's work from one file, as a batch of output tiles.
+
+    ``a`` (T, 16, K), ``b`` (T, K, 16), ``c`` and ``expected`` (T, 16, 16).  ``gemm`` is
+    ``(M, K, N)`` for a whole-GEMM file, None for a tile file.
+    """
+
+    kernel: Kernel
+    a: np.ndarray
+    b: np.ndarray
+    c: np.ndarray
+    expected: np.ndarray
+    gemm: tuple | None
+
+
+def load(path) -> dict:
+    """Load a vector file into a dict of arrays; VectorFileError if it cannot be read."""
+    path = Path(path)
+    if not path.is_file():
+        raise VectorFileError(f"{path}: no such file")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (OSError, ValueError, zipfile.BadZipFile, EOFError) as e:
+        raise VectorFileError(f"{path}: not a readable .npz file ({e})") from None
+
+
+def kernels_in(data: dict) -> list[str]:
+    """Kernels whose expected-output key is present."""
+    return [k.name for k in KERNELS.values() if k.d_key in data]
+
+
+def _need(data, key, dtype, ndim, where):
+    if key not in data:
+        raise VectorFileError(f"{where}: missing key {key!r}")
+    arr = data[key]
+    if arr.dtype != np.dtype(dtype):
+        raise VectorFileError(f"{where}: {key!r} must be {np.dtype(dtype).name}, not {arr.dtype}")
+    if arr.ndim != ndim:
+        raise VectorFileError(f"{where}: {key!r} must have {ndim} dimensions, not shape {arr.shape}")
+    return arr
+
+
+def problem(data: dict, kernel: str, tiles: int | None = None, where: str = "file") -> Problem:
+    """Extract one kernel's inputs and expected outputs as a batch of 16x16 output tiles.
+
+    ``tiles`` keeps the first N tiles of a tile file, or the first N 16x16 output tiles
+    (row-major tile order, all K steps) of a whole-GEMM file.
+    """
+    kern = KERNELS[kernel]
+    if "a" not in data:
+        raise VectorFileError(f"{where}: missing key 'a'")
+    ndim = data["a"].ndim
+    if ndim not in (2, 3):
+        raise VectorFileError(f"{where}: 'a' must be (T, M, K) or (M, K), not shape {data['a'].shape}")
+    out_dtype = np.uint32 if kern.out_fmt == "fp32" else np.uint16
+    a = _need(data, "a", np.uint16, ndim, where)
+    b = _need(data, "b", np.uint16, ndim, where)
+    c = _need(data, kern.c_key, out_dtype, ndim, where)
+    d = _need(data, kern.d_key, out_dtype, ndim, where)
+    lead = a.shape[:-2]
+    m, k = a.shape[-2:]
+    if b.shape[:-2] != lead or b.shape[-2] != k:
+        raise VectorFileError(f"{where}: 'b' shape {b.shape} does not match 'a' shape {a.shape}")
+    n = b.shape[-1]
+    for key, arr in ((kern.c_key, c), (kern.d_key, d)):
+        if arr.shape != lead + (m, n):
+            raise VectorFileError(f"{where}: {key!r} must have shape {lead + (m, n)}, not {arr.shape}")
+    if k < 1 or m < 1 or n < 1:
+        raise VectorFileError(f"{where}: empty matrices {a.shape} x {b.shape}")
+    if tiles is not None and tiles < 1:
+        raise ValueError(f"--tiles must be at least 1, not {tiles}")
+    if ndim == 3:
+        sl = slice(None, tiles)
+        return Problem(kern, a[sl], b[sl], c[sl], d[sl], None)
+    if m % 16 or n % 16:
+        raise VectorFileError(f"{where}: a whole GEMM needs M and N multiples of 16, not {m}x{n}")
+    ti, tj = m // 16, n // 16
+    count = ti * tj if tiles is None else min(tiles, ti * tj)
+    idx = np.arange(count)
+    rows, cols = idx // tj, idx % tj
+    r16 = rows[:, None] * 16 + np.arange(16)
+    c16 = cols[:, None] * 16 + np.arange(16)
+    return Problem(kern, a[r16], b[:, c16].transpose(1, 0, 2),
+                   c[r16[:, :, None], c16[:, None, :]], d[r16[:, :, None], c16[:, None, :]],
+                   (m, k, n))
