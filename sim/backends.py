@@ -7,16 +7,35 @@ Every backend takes the same arguments as :func:`golden.mma.mma` on tile batches
 
 from __future__ import annotations
 
-BACKENDS = ("golden",)
+BACKENDS = ("golden", "amaranth", "icarus", "verilator")
+RTL_BACKENDS = ("amaranth", "icarus", "verilator")
 
 
 class BackendError(RuntimeError):
     """A backend cannot run the request (missing simulator, unsupported option)."""
 
 
-def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through="core", **opts):
+def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through="core",
+              waves=False, **opts):
     """Compute D = A·B + C for a batch of 16x16 output tiles on ``backend``."""
+    from golden import get_arch
+
+    arch = get_arch(arch)
     if backend == "golden":
         from golden import mma
         return mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, arch=arch)
-    raise BackendError(f"Backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if backend not in RTL_BACKENDS:
+        raise BackendError(f"Backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if arch.name != "hopper":
+        raise BackendError(f"the RTL core implements the Hopper arithmetic only, not --arch {arch.name}")
+    if a.shape[2] % 16:
+        raise BackendError(f"the RTL runs K in steps of 16; K = {a.shape[2]} is not a multiple of 16")
+    if through != "core":
+        raise BackendError(f"--through {through} is not available yet; use --through core")
+    from .core import run_core
+    from .runner import SimError
+    try:
+        d, _ = run_core(backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, waves=waves)
+    except SimError as e:
+        raise BackendError(str(e)) from None
+    return d
