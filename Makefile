@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SIM    ?= verilator
 PYTEST_ARGS ?=
 
-.PHONY: venv sim test lint bench clean
+.PHONY: venv sim test lint bench verilog clean
 
 venv: $(STAMP)
 
@@ -22,6 +22,12 @@ sim: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(BIN)/python -m sim.lint
+
+verilog: $(STAMP)
+	$(BIN)/tcore verilog -o build/verilog
 
 bench: $(STAMP)
 	$(BIN)/tcore bench golden

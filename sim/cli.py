@@ -70,6 +70,23 @@ def cmd_verify(args) -> int:
     return EXIT_OK if mismatched == 0 else EXIT_MISMATCH
 
 
+# -- verilog --------------------------------------------------------------------------------------
+
+def cmd_verilog(args) -> int:
+    from rtl.designs import DESIGNS, to_verilog
+
+    out = Path(args.o)
+    out.mkdir(parents=True, exist_ok=True)
+    names = args.design or sorted(DESIGNS)
+    for name in names:
+        if name not in DESIGNS:
+            raise CliError(f"unknown design {name!r}; designs: {', '.join(sorted(DESIGNS))}")
+        path = out / f"{name}.v"
+        path.write_text(to_verilog(name))
+        print(f"wrote {path}", flush=True)
+    return EXIT_OK
+
+
 # -- bench ----------------------------------------------------------------------------------------
 
 def _pin_blas_threads():
@@ -105,7 +122,51 @@ def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1) -> dict:
             "dots_per_s": dots / golden_s, "ratio": golden_s / matmul_s}
 
 
+def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:
+    """Tiles per second through the MMA4 core (fused K=16, FP16 -> FP32) on each simulator.
+
+    Builds first (not timed).  Rates use the time spent simulating (driving beats and reading
+    D), not the simulator's start-up, which ``wall_s`` includes.
+    """
+    import time
+    import numpy as np
+    from sim.core import run_core
+    from sim.runner import build, SimError
+    from sim.core import DEFAULT_PARAMS
+
+    tiles = tiles or {"verilator": 256, "icarus": 4, "amaranth": 2}
+    rng = np.random.default_rng(seed)
+    out = {}
+    for sim, n in tiles.items():
+        a = rng.standard_normal((n, 16, 16)).astype(np.float16).view(np.uint16)
+        b = rng.standard_normal((n, 16, 16)).astype(np.float16).view(np.uint16)
+        c = rng.standard_normal((n, 16, 16)).astype(np.float32).view(np.uint32)
+        if sim != "amaranth":
+            build(sim, "mma4", DEFAULT_PARAMS)
+        print(f"  {sim}: {n} tiles ...", flush=True)
+        t = time.perf_counter()
+        d, info = run_core(sim, a, b, c, in_fmt="fp16", out_fmt="fp32")
+        wall = time.perf_counter() - t
+        out[sim] = {"tiles": n, "wall_s": wall, "sim_s": info["sim_s"],
+                    "tiles_per_s": n / info["sim_s"], "cycles": info["cycles"],
+                    "cycles_per_s": info["cycles"] / info["sim_s"]}
+    base = out.get("verilator", next(iter(out.values())))["tiles_per_s"]
+    for r in out.values():
+        r["ratio_vs_verilator"] = r["tiles_per_s"] / base
+    return out
+
+
 def cmd_bench(args) -> int:
+    if args.what == "sim":
+        r = bench_sim()
+        print(f"{'simulator':10s} {'tiles':>6s} {'sim s':>7s} {'wall s':>7s} {'tiles/s':>9s} "
+              f"{'cycles/s':>9s} {'vs verilator':>13s}")
+        for sim, x in r.items():
+            print(f"{sim:10s} {x['tiles']:6d} {x['sim_s']:7.2f} {x['wall_s']:7.2f} "
+                  f"{x['tiles_per_s']:9.2f} {x['cycles_per_s']:9.0f} {x['ratio_vs_verilator']:12.4f}x")
+        if args.json:
+            print(json.dumps(r))
+        return EXIT_OK
     if args.what == "golden":
         r = bench_golden(tiles=args.tiles)
         print(f"golden model : {r['dots']} FP16->FP32 dot products (16 terms) in "
@@ -137,8 +198,13 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--waves", action="store_true", help="dump waveforms (RTL backends)")
     v.set_defaults(func=cmd_verify)
 
+    g = sub.add_parser("verilog", help="write the Verilog of every top-level design")
+    g.add_argument("-o", required=True, metavar="DIR", help="output folder")
+    g.add_argument("--design", action="append", help="only this design (repeatable)")
+    g.set_defaults(func=cmd_verilog)
+
     b = sub.add_parser("bench", help="benchmarks that print figures")
-    b.add_argument("what", choices=["golden"])
+    b.add_argument("what", choices=["golden", "sim"])
     b.add_argument("--tiles", type=int, default=4096)
     b.add_argument("--json", action="store_true", help="last line: one JSON object")
     b.set_defaults(func=cmd_bench)

@@ -29,8 +29,8 @@ def run_core(sim: str, a, b, c, *, in_fmt: str, out_fmt: str, waves: bool = Fals
     job = Job(a, b, c, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
     if sim == "amaranth":
         from .amaranth_sim import run_job
-        d, cycles = run_job(MMA4(**params), job)
-        return d, {"cycles": cycles}
+        d, cycles, sim_s = run_job(MMA4(**params), job)
+        return d, {"cycles": cycles, "sim_s": sim_s}
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
@@ -41,8 +41,8 @@ def run_core(sim: str, a, b, c, *, in_fmt: str, out_fmt: str, waves: bool = Fals
         run_bench(sim, "mma4", "tb.mma4_bench", "job", params=params, env=env, waves=waves,
                   quiet=quiet)
         with np.load(rpath) as r:
-            d, cycles = r["d"], int(r["cycles"])
-    info = {"cycles": cycles}
+            d, cycles, sim_s = r["d"], int(r["cycles"]), float(r["sim_s"])
+    info = {"cycles": cycles, "sim_s": sim_s}
     if waves:
         info["waves"] = wave_file(sim, build_dir(sim, "mma4", params, True), "mma4")
     return d.astype(c.dtype), info

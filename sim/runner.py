@@ -7,7 +7,9 @@ RTL sources or parameters change, so a second run skips both Amaranth and the C+
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 import os
 import shutil
@@ -120,9 +122,11 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
                 args += ["--trace-fst"] if _have_lz4() else ["--trace"]
         log = bdir / "build.log"
         bdir.mkdir(parents=True, exist_ok=True)
+        chatter = io.StringIO()      # the runner prints "Skipping compilation" and the like
         try:
-            runner.build(sources=[src], hdl_toplevel=design, build_dir=bdir, build_args=args,
-                         waves=waves, always=False, timescale=("1ns", "1ps"), log_file=log)
+            with contextlib.redirect_stdout(chatter):
+                runner.build(sources=[src], hdl_toplevel=design, build_dir=bdir, build_args=args,
+                             waves=waves, always=False, timescale=("1ns", "1ps"), log_file=log)
         except SystemExit as e:     # cocotb's runner exits on a failed build
             raise SimError(f"{sim} build of {design} failed; see {log}") from e
     return runner, bdir
@@ -154,14 +158,20 @@ def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None,
     extra.update(env or {})
     log = bdir / f"run-{os.getpid()}.log" if quiet else None
     try:
-        runner.test(test_module=module, hdl_toplevel=design, testcase=testcase, build_dir=bdir,
-                    test_dir=bdir, results_xml=str(results), extra_env=extra, waves=waves,
-                    seed=seed, log_file=log)
-    except SystemExit as e:
-        raise SimError(f"{sim} run of {module} failed" + (f"; see {log}" if log else "")) from e
+        with contextlib.redirect_stdout(io.StringIO()):   # runner chatter, not the simulator's
+            runner.test(test_module=module, hdl_toplevel=design, testcase=testcase, build_dir=bdir,
+                        test_dir=bdir, results_xml=str(results), extra_env=extra, waves=waves,
+                        seed=seed, log_file=log)
+    except SystemExit:      # cocotb's runner exits when a test fails; the XML says which
+        pass
     failures = _failures(results)
     if failures:
-        raise SimError(f"{sim}: {len(failures)} failing test(s): {', '.join(failures)}"
+        why = ""
+        if log and Path(log).exists():
+            lines = [ln.strip() for ln in Path(log).read_text(errors="replace").splitlines()
+                     if "Error" in ln and ":" in ln]
+            why = f" ({lines[-1]})" if lines else ""
+        raise SimError(f"{sim}: {len(failures)} failing test(s): {', '.join(failures)}{why}"
                        + (f"; see {log}" if log else ""))
     return results
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 
 import cocotb
 import numpy as np
@@ -147,8 +148,9 @@ async def job(dut):
     h = Harness(dut, stall, stall, seed=_env_int("TCORE_SEED", 0))
     await h.start()
     j = Job.load(os.environ["TCORE_JOB"])
+    t0 = time.perf_counter()
     d = await run_job(h, j)
-    np.savez(os.environ["TCORE_RESULT"], d=d, cycles=h.cycle)
+    np.savez(os.environ["TCORE_RESULT"], d=d, cycles=h.cycle, sim_s=time.perf_counter() - t0)
 
 
 def random_tiles(rng, t, k, bf16, acc_f16):
