@@ -17,13 +17,16 @@ class BackendError(RuntimeError):
 
 def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through="core",
               waves=False, **opts):
-    """Compute D = A·B + C for a batch of 16x16 output tiles on ``backend``."""
+    """Compute D = A·B + C for a batch of 16x16 output tiles on ``backend``.
+
+    Returns ``(d, info)``; ``info`` has ``cycles`` and ``waves`` (a path) for RTL backends.
+    """
     from golden import get_arch
 
     arch = get_arch(arch)
     if backend == "golden":
         from golden import mma
-        return mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, arch=arch)
+        return mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, arch=arch), {}
     if backend not in RTL_BACKENDS:
         raise BackendError(f"Backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     if arch.name != "hopper":
@@ -35,7 +38,6 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
     from .core import run_core
     from .runner import SimError
     try:
-        d, _ = run_core(backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, waves=waves)
+        return run_core(backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, waves=waves)
     except SimError as e:
         raise BackendError(str(e)) from None
-    return d

@@ -54,11 +54,13 @@ def cmd_verify(args) -> int:
     for path, prob in jobs:
         k = prob.kernel
         try:
-            got = run_tiles(args.backend, prob.a, prob.b, prob.c, in_fmt=k.in_fmt,
-                            out_fmt=k.out_fmt, arch=arch, through=args.through,
-                            waves=args.waves, gemm=prob.gemm)
+            got, info = run_tiles(args.backend, prob.a, prob.b, prob.c, in_fmt=k.in_fmt,
+                                  out_fmt=k.out_fmt, arch=arch, through=args.through,
+                                  waves=args.waves, gemm=prob.gemm)
         except BackendError as e:
             raise CliError(str(e)) from None
+        if info.get("waves"):
+            print(f"waveform: {info['waves']}")
         bad = int((got != prob.expected).sum())
         what = (f"gemm {prob.gemm[0]}x{prob.gemm[1]}x{prob.gemm[2]}, {len(prob.c)} tiles"
                 if prob.gemm else f"{len(prob.c)} tiles")
@@ -195,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
     v.add_argument("--tiles", type=int, default=None, metavar="N",
                    help="only the first N tiles (16x16 output tiles of a whole GEMM)")
-    v.add_argument("--waves", action="store_true", help="dump waveforms (RTL backends)")
+    v.add_argument("--waves", action="store_true", default=os.environ.get("WAVES") == "1",
+                   help="dump waveforms (RTL backends; also WAVES=1): FST where available, else VCD")
     v.set_defaults(func=cmd_verify)
 
     g = sub.add_parser("verilog", help="write the Verilog of every top-level design")

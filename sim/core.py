@@ -29,8 +29,12 @@ def run_core(sim: str, a, b, c, *, in_fmt: str, out_fmt: str, waves: bool = Fals
     job = Job(a, b, c, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
     if sim == "amaranth":
         from .amaranth_sim import run_job
-        d, cycles, sim_s = run_job(MMA4(**params), job)
-        return d, {"cycles": cycles, "sim_s": sim_s}
+        vcd = None
+        if waves:
+            vcd = build_root() / "amaranth-mma4" / "mma4.vcd"
+            vcd.parent.mkdir(parents=True, exist_ok=True)
+        d, cycles, sim_s = run_job(MMA4(**params), job, vcd=vcd and str(vcd))
+        return d, {"cycles": cycles, "sim_s": sim_s, "waves": vcd}
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:

@@ -114,6 +114,7 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
     with _lock(build_root() / f".{bdir.name}.lock"):
         src = verilog_for(design, params)
         runner = get_runner(sim)
+        runner.log.addFilter(_quiet_rebuild)
         args = []
         if sim == "verilator":
             args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast",
@@ -130,6 +131,11 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
         except SystemExit as e:     # cocotb's runner exits on a failed build
             raise SimError(f"{sim} build of {design} failed; see {log}") from e
     return runner, bdir
+
+
+def _quiet_rebuild(record) -> bool:
+    """Drop the runner's "Skipping compilation" warning: reuse is the normal case here."""
+    return not str(record.msg).startswith("Skipping compilation")
 
 
 def _have_lz4() -> bool:

@@ -77,3 +77,21 @@ def test_other_pipeline_depths_on_amaranth(stages):
     d, _ = run_core("amaranth", p.a, p.b, p.c, in_fmt="fp16", out_fmt="fp32",
                     params={"stages": stages})
     assert np.array_equal(d, p.expected)
+
+
+def test_verify_cli_with_waves_names_the_waveform(capsys):
+    from sim.cli import main
+    code = main(["verify", str(SILICON / "h200_ints.npz"), "--backend", "icarus", "--tiles", "1",
+                 "--kernel", "f16_f32", "--waves"])
+    out = capsys.readouterr().out
+    assert code == 0 and out.strip().splitlines()[-1] == "checked 256 mismatches 0"
+    line = next(l for l in out.splitlines() if l.startswith("waveform: "))
+    from pathlib import Path
+    wave = Path(line.split(": ", 1)[1])
+    assert wave.suffix in (".fst", ".vcd") and wave.stat().st_size > 1000
+
+
+def test_verify_rtl_refuses_other_arch(capsys):
+    from sim.cli import main
+    code = main(["verify", str(SILICON / "h200_ints.npz"), "--backend", "icarus", "--arch", "ampere"])
+    assert code == 2 and "Hopper" in capsys.readouterr().err
