@@ -10,7 +10,12 @@ def _mma4(**kw):
     return MMA4(**kw)
 
 
-DESIGNS = {"mma4": _mma4}
+def _wmma(**kw):
+    from .wmma import WarpTop
+    return WarpTop(**kw)
+
+
+DESIGNS = {"mma4": _mma4, "wmma": _wmma}
 
 
 def make(name: str, **params):

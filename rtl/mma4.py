@@ -118,7 +118,12 @@ class MMA4(wiring.Component):
 
     @property
     def latency(self):
-        return 4 + self._stages
+        return self.latency_of(self._stages)
+
+    @staticmethod
+    def latency_of(stages: int) -> int:
+        """K=4-mode latency of a core with ``stages`` optional registers (see the class doc)."""
+        return 4 + stages
 
     def elaborate(self, platform):
         m = Module()

@@ -33,11 +33,14 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
         raise BackendError(f"the RTL core implements the Hopper arithmetic only, not --arch {arch.name}")
     if a.shape[2] % 16:
         raise BackendError(f"the RTL runs K in steps of 16; K = {a.shape[2]} is not a multiple of 16")
-    if through != "core":
-        raise BackendError(f"--through {through} is not available yet; use --through core")
-    from .core import run_core
+    if through not in ("core", "wmma"):
+        raise BackendError(f"--through must be core or wmma, not {through!r}")
+    if through == "wmma" and backend == "amaranth":
+        raise BackendError("--through wmma runs on icarus or verilator (the warp design is too "
+                           "large for Amaranth's simulator)")
+    from .core import run_through
     from .runner import SimError
     try:
-        return run_core(backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, waves=waves)
+        return run_through(through, backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, waves=waves)
     except SimError as e:
         raise BackendError(str(e)) from None

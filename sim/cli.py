@@ -89,6 +89,22 @@ def cmd_verilog(args) -> int:
     return EXIT_OK
 
 
+# -- layout ---------------------------------------------------------------------------------------
+
+def cmd_layout(args) -> int:
+    from sim.layout import rtl_layout
+
+    lay = rtl_layout()
+    if args.json:
+        print(json.dumps(lay))
+    else:
+        for heading, lanes in lay.items():
+            print(f"# {heading} num_elements={len(lanes[0])} (value = storage index in the 16x16 buffer)")
+            for lane, slots in enumerate(lanes):
+                print(f"lane {lane:2d}: " + " ".join(f"{v:3d}" for v in slots))
+    return EXIT_OK
+
+
 # -- bench ----------------------------------------------------------------------------------------
 
 def _pin_blas_threads():
@@ -205,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("-o", required=True, metavar="DIR", help="output folder")
     g.add_argument("--design", action="append", help="only this design (repeatable)")
     g.set_defaults(func=cmd_verilog)
+
+    lay = sub.add_parser("layout", help="the WMMA fragment layout (lane/slot map) of the RTL")
+    lay.add_argument("--json", action="store_true", help="one JSON object keyed by fragment kind")
+    lay.set_defaults(func=cmd_layout)
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     b.add_argument("what", choices=["golden", "sim"])

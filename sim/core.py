@@ -1,4 +1,9 @@
-"""Running tile batches through the MMA4 core on a simulator (the ``--through core`` path)."""
+"""Running tile batches through an RTL design on a simulator.
+
+``--through core`` sends beats straight into the MMA4 core (``tb.mma4_bench``); ``--through
+wmma`` sends every tile through memory -> load_matrix_sync -> mma_sync -> store_matrix_sync
+-> memory on the warp design (``tb.wmma_bench``).  Both chain K in 16-wide fused steps.
+"""
 
 from __future__ import annotations
 
@@ -9,44 +14,69 @@ import numpy as np
 
 from tb.beats import Job
 
-from .runner import build_root, run_bench, wave_file, build_dir
+from .runner import build_dir, build_root, run_bench, wave_file
 
-__all__ = ["run_core", "DEFAULT_PARAMS"]
+__all__ = ["run_core", "run_through", "DEFAULT_PARAMS", "PATHS"]
 
 DEFAULT_PARAMS = {"stages": 2}
+WMMA_MEM_WORDS = 16384          # 256 KiB: a 16 x 2048 A strip and a 2048 x 16 B strip fit
+
+PATHS = {
+    "core": ("mma4", "tb.mma4_bench", DEFAULT_PARAMS),
+    "wmma": ("wmma", "tb.wmma_bench", {**DEFAULT_PARAMS, "mem_words": WMMA_MEM_WORDS}),
+}
 
 
-def run_core(sim: str, a, b, c, *, in_fmt: str, out_fmt: str, waves: bool = False,
-             stall: float = 0.0, seed: int = 0, params=None, quiet=True) -> tuple[np.ndarray, dict]:
-    """D for tiles a (T, 16, K), b (T, K, 16), c (T, 16, 16) through the core on ``sim``.
+def run_through(through: str, sim: str, a, b, c, *, in_fmt: str, out_fmt: str, waves=False,
+                stall: float = 0.0, seed: int = 0, params=None, quiet=True):
+    """D for tiles a (T, 16, K), b (T, K, 16), c (T, 16, 16) on ``sim`` via path ``through``.
 
-    K is chained in fused 16-wide steps, each D fed back as the next C.  Returns D and a dict
-    with ``cycles`` and, with ``waves``, the waveform path.
+    Returns D and a dict with ``cycles``, ``sim_s`` (seconds spent simulating, start-up
+    excluded) and, with ``waves``, the waveform path.
     """
-    from rtl.mma4 import MMA4
+    from rtl.designs import make
 
-    params = dict(DEFAULT_PARAMS if params is None else params)
+    design, module, default = PATHS[through]
+    params = dict(default if params is None else params)
     job = Job(a, b, c, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
     if sim == "amaranth":
+        if through != "core":
+            raise ValueError("Amaranth's simulator runs --through core only (the warp design is "
+                             "too large for it)")
         from .amaranth_sim import run_job
         vcd = None
         if waves:
             vcd = build_root() / "amaranth-mma4" / "mma4.vcd"
             vcd.parent.mkdir(parents=True, exist_ok=True)
-        d, cycles, sim_s = run_job(MMA4(**params), job, vcd=vcd and str(vcd))
+        d, cycles, sim_s = run_job(make(design, **params), job, vcd=vcd and str(vcd))
         return d, {"cycles": cycles, "sim_s": sim_s, "waves": vcd}
+    env = {"TCORE_STALL": str(stall), "TCORE_SEED": str(seed), **bench_env(through, params)}
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         jpath, rpath = os.path.join(tmp, "job.npz"), os.path.join(tmp, "result.npz")
         job.save(jpath)
-        env = {"TCORE_JOB": jpath, "TCORE_RESULT": rpath, "TCORE_STALL": str(stall),
-               "TCORE_SEED": str(seed), "TCORE_LATENCY": str(MMA4(**params).latency)}
-        run_bench(sim, "mma4", "tb.mma4_bench", "job", params=params, env=env, waves=waves,
-                  quiet=quiet)
+        env.update(TCORE_JOB=jpath, TCORE_RESULT=rpath)
+        run_bench(sim, design, module, "job", params=params, env=env, waves=waves, quiet=quiet)
         with np.load(rpath) as r:
             d, cycles, sim_s = r["d"], int(r["cycles"]), float(r["sim_s"])
     info = {"cycles": cycles, "sim_s": sim_s}
     if waves:
-        info["waves"] = wave_file(sim, build_dir(sim, "mma4", params, True), "mma4")
+        info["waves"] = wave_file(sim, build_dir(sim, design, params, True), design)
     return d.astype(c.dtype), info
+
+
+def run_core(sim: str, a, b, c, **kw):
+    """:func:`run_through` with ``through="core"``."""
+    return run_through("core", sim, a, b, c, **kw)
+
+
+def bench_env(through: str, params: dict | None = None) -> dict:
+    """The environment a bench needs to check its design's documented timing."""
+    from rtl.mma4 import MMA4
+    from rtl.wmma import WmmaSequencer
+    params = dict(PATHS[through][2] if params is None else params)
+    if through == "core":
+        return {"TCORE_LATENCY": str(MMA4.latency_of(params["stages"]))}
+    return {"TCORE_MEM_WORDS": str(params["mem_words"]),
+            "TCORE_MMA_CYCLES": str(WmmaSequencer.mma_cycles_of(params["stages"]))}

@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -48,7 +49,10 @@ def setup_path():
     # The wheel's verilated.mk can leave the PCH include flag empty.
     mk = os.environ.get("MAKEFLAGS", "")
     if "CFG_CXXFLAGS_PCH_I" not in mk:
-        os.environ["MAKEFLAGS"] = (mk + " CFG_CXXFLAGS_PCH_I=-include").strip()
+        mk = (mk + " CFG_CXXFLAGS_PCH_I=-include").strip()
+    if "OPT_SLOW" not in mk:       # gcc at -Os on huge generated files is the slow part
+        mk += " OPT_SLOW=-O0 OPT_FAST=-O1 OPT_GLOBAL=-O1"
+    os.environ["MAKEFLAGS"] = mk
 
 
 def _rtl_hash(design: str, params: dict) -> str:
@@ -86,6 +90,29 @@ def verilog_for(design: str, params: dict) -> Path:
     return out
 
 
+_TRIGGER = re.compile(r"reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+) += 0;")
+
+
+def icarus_verilog(path: Path) -> Path:
+    """A copy of the Verilog for Icarus, with yosys's time-0 trigger made to fire.
+
+    yosys makes every ``always @*`` block read a dummy register declared ``= 0`` so that
+    simulators evaluate the block at time 0.  Icarus 11 creates no event for a declaration
+    initialiser, so a combinational output whose inputs never change after time 0 stays X.
+    Toggling the register at 1 ns (before the first clock edge) runs every such block once.
+    """
+    out = path.with_name(path.stem + "-icarus.v")
+    stamp = path.with_suffix(".hash")
+    key = stamp.read_text() if stamp.exists() else ""
+    ostamp = out.with_suffix(".hash")
+    if out.exists() and ostamp.exists() and ostamp.read_text() == key:
+        return out
+    text = _TRIGGER.sub(lambda m: f"{m.group(0)}\n  initial #1 {m.group(1)} = 1;", path.read_text())
+    out.write_text(text)
+    ostamp.write_text(key)
+    return out
+
+
 def _check_simulator(sim: str):
     if sim not in SIMULATORS:
         raise SimError(f"Simulator must be one of {', '.join(SIMULATORS)}, not {sim!r}")
@@ -113,12 +140,17 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
     bdir = build_dir(sim, design, params, waves)
     with _lock(build_root() / f".{bdir.name}.lock"):
         src = verilog_for(design, params)
+        if sim == "icarus":
+            src = icarus_verilog(src)
         runner = get_runner(sim)
         runner.log.addFilter(_quiet_rebuild)
         args = []
         if sim == "verilator":
+            # The generated C++ of the larger designs takes gcc many minutes at -Os; the
+            # simulation is dominated by cocotb's per-clock Python, not by the model's speed.
             args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast",
-                    "--x-initial", "fast", "-j", "0"]
+                    "--x-initial", "fast", "-j", "0", "--output-split", "20000",
+                    "--output-split-cfuncs", "2000", "-CFLAGS", "-O0"]
             if waves:
                 args += ["--trace-fst"] if _have_lz4() else ["--trace"]
         log = bdir / "build.log"

@@ -16,7 +16,7 @@ from sim.runner import SimError, run_bench
 from .conftest import SILICON
 
 SIMS = ["verilator", "icarus"]
-LATENCY = MMA4(**DEFAULT_PARAMS).latency
+LATENCY = MMA4.latency_of(DEFAULT_PARAMS["stages"])
 
 
 @pytest.mark.parametrize("sim", SIMS)

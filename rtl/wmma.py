@@ -1,0 +1,346 @@
+"""The WMMA sequencer: fill / load / mma / store on the fragment bank and the MMA4 core.
+
+Golden twin: :mod:`golden.wmma`.
+"""
+
+from amaranth import *
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank
+from .mma4 import MMA4
+
+__all__ = ["Op", "WmmaCmd", "WmmaResp", "WmmaSequencer", "WarpTop", "WORD_BITS"]
+
+
+class Op:
+    FILL, LOAD, MMA, STORE = 0, 1, 2, 3
+
+
+class WmmaCmd(data.Struct):
+    """One WMMA operation (all of a warp's lanes together).
+
+    Members
+    -------
+    op : 2
+        ``Op.FILL``, ``Op.LOAD``, ``Op.MMA`` or ``Op.STORE``.
+    kind : 2
+        Fill/load: 0 matrix_a, 1 matrix_b, 2 accumulator.  Store: accumulator only.
+    col_major : 1
+        Load/store memory layout (``mem_col_major`` for the accumulator).
+    bf16 : 1
+        MMA: A and B are BF16 (else FP16).
+    acc_f16 : 1
+        Accumulator elements are FP16 (load/store: 16-bit in memory; MMA: C and D FP16).
+    frag : 3
+        Fill/load/store fragment; MMA: d.  Matrix kinds index the matrix bank, the
+        accumulator kind the accumulator bank.
+    fa, fb, fc : 3
+        MMA sources: a, b (matrix bank), c (accumulator bank).  d may equal c.
+    addr : 32
+        Load/store byte address; must be 256-bit (32-byte) aligned.
+    ldm : 16
+        Leading dimension in elements: a multiple of 8 (16-bit) or 4 (32-bit).
+    value : 32
+        Fill value (bits; the low 16 for 16-bit fragments).
+    tag : 8
+        Echoed in the response.
+    """
+
+    op: 2
+    kind: 2
+    col_major: 1
+    bf16: 1
+    acc_f16: 1
+    frag: 3
+    fa: 3
+    fb: 3
+    fc: 3
+    addr: 32
+    ldm: 16
+    value: 32
+    tag: 8
+
+
+class WmmaResp(data.Struct):
+    """Completion of a command: its ``tag`` and ``op``; ``error`` if it was refused (bad ldm or
+    alignment, out-of-range address, bad fragment, or an invalid format combination), in which
+    case no memory and no fragment was written."""
+
+    tag: 8
+    op: 2
+    error: 1
+
+
+class WmmaSequencer(wiring.Component):
+    """Executes WMMA commands in order on two units that run concurrently.
+
+    The *memory unit* runs fill (1 clock), load_matrix_sync (one 128-bit word per clock: 32
+    clocks for a 16-bit fragment, 64 for FP32) and store_matrix_sync (likewise).  The *MMA
+    unit* runs mma_sync: 64 beats of the 4x4x4 core, one per clock, D written back as each 4x4
+    block leaves the core: occupancy 64 clocks plus the core's latency.  A command issues as
+    soon as its unit is free and it does not touch a fragment the other unit is using, so the
+    next loads overlap an mma_sync (double-buffered fragments).  Responses come in completion
+    order, with the command's tag.
+
+    Members
+    -------
+    cmd : In(stream.Signature(WmmaCmd))
+    resp : Out(stream.Signature(WmmaResp))
+    mem_rd_addr, mem_rd_data : the memory read port (data one clock after the address)
+    mem_wr_addr, mem_wr_data, mem_wr_en : the memory write port
+    """
+
+    def __init__(self, *, mem_words: int = 4096, matrix_frags: int = 4, acc_frags: int = 2,
+                 stages: int = 2):
+        self._mem_words = mem_words
+        self._nm, self._nc, self._stages = matrix_frags, acc_frags, stages
+        abits = max(1, (mem_words - 1).bit_length())
+        super().__init__({
+            "cmd": In(stream.Signature(WmmaCmd)),
+            "resp": Out(stream.Signature(WmmaResp)),
+            "mem_rd_addr": Out(abits), "mem_rd_data": In(WORD_BITS),
+            "mem_wr_addr": Out(abits), "mem_wr_data": Out(WORD_BITS), "mem_wr_en": Out(1),
+        })
+        self.bank = FragmentBank(matrix_frags=matrix_frags, acc_frags=acc_frags)
+        self.core = MMA4(stages=stages)
+
+    @property
+    def mma_cycles(self):
+        return self.mma_cycles_of(self._stages)
+
+    @staticmethod
+    def mma_cycles_of(stages: int) -> int:
+        """Clocks from an mma_sync's issue to its response, with no stalls: 64 beats, the
+        core's fused-mode latency after the last beat, and one clock to respond."""
+        return 64 + MMA4.latency_of(stages) + 3 + 1
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.bank = bank = self.bank
+        m.submodules.core = core = self.core
+        cmd = self.cmd.payload
+
+        # ---- unit state -------------------------------------------------------------------
+        mem_busy, mma_busy = Signal(), Signal()
+        feeding = Signal()                    # the MMA unit is still sending beats to the core
+        mem_op, mem_kind, mem_frag = Signal(2), Signal(2), Signal(3)
+        mma_a, mma_b, mma_c, mma_d = Signal(3), Signal(3), Signal(3), Signal(3)
+        frag_is_b = Signal(self._nm)          # kind each matrix fragment was loaded as
+
+        # ---- legality ----------------------------------------------------------------------
+        is_acc = cmd.kind == ACCUMULATOR
+        esize32 = is_acc & ~cmd.acc_f16
+        words_per_line = Mux(esize32, 4, 2)
+        step_ok = Mux(esize32, cmd.ldm[:2] == 0, cmd.ldm[:3] == 0) & (cmd.ldm != 0)
+        stride = Signal(16)                     # words between lines
+        m.d.comb += stride.eq(Mux(esize32, cmd.ldm >> 2, cmd.ldm >> 3))
+        base = cmd.addr >> 4
+        last_word = base + (stride.shift_left(4) - stride) + words_per_line - 1
+        in_range = last_word < self._mem_words
+        frag_ok = Mux(is_acc, cmd.frag < self._nc, cmd.frag < self._nm)
+        mem_legal = Signal()
+        with m.Switch(cmd.op):
+            with m.Case(Op.FILL):
+                m.d.comb += mem_legal.eq(frag_ok & (cmd.kind != 3))
+            with m.Case(Op.LOAD):
+                m.d.comb += mem_legal.eq(frag_ok & (cmd.kind != 3) & step_ok &
+                                         (cmd.addr[:5] == 0) & in_range)
+            with m.Case(Op.STORE):
+                m.d.comb += mem_legal.eq((cmd.kind == ACCUMULATOR) & (cmd.frag < self._nc) &
+                                         step_ok & (cmd.addr[:5] == 0) & in_range)
+        fa_b = Array(frag_is_b)[cmd.fa[:max(1, (self._nm - 1).bit_length())]]
+        fb_b = Array(frag_is_b)[cmd.fb[:max(1, (self._nm - 1).bit_length())]]
+        mma_legal = ((cmd.fa < self._nm) & (cmd.fb < self._nm) & (cmd.fc < self._nc) &
+                     (cmd.frag < self._nc) & ~fa_b & fb_b & ~(cmd.bf16 & cmd.acc_f16))
+
+        # ---- hazards against the other unit's in-flight operation --------------------------
+        writes_matrix = (cmd.op != Op.STORE) & (cmd.op != Op.MMA) & ~is_acc
+        writes_acc = (cmd.op != Op.STORE) & (cmd.op != Op.MMA) & is_acc
+        # A and B are read only while beats are fed; C and D until the response.
+        mem_conflict = (
+            (feeding & writes_matrix & ((cmd.frag == mma_a) | (cmd.frag == mma_b))) |
+            (mma_busy & writes_acc & ((cmd.frag == mma_c) | (cmd.frag == mma_d))) |
+            (mma_busy & (cmd.op == Op.STORE) & (cmd.frag == mma_d)))
+        mem_writes_matrix = (mem_op != Op.STORE) & (mem_kind != ACCUMULATOR)
+        mem_writes_acc = (mem_op != Op.STORE) & (mem_kind == ACCUMULATOR)
+        mma_conflict = mem_busy & (
+            (mem_writes_matrix & ((mem_frag == cmd.fa) | (mem_frag == cmd.fb))) |
+            (mem_writes_acc & ((mem_frag == cmd.fc) | (mem_frag == cmd.frag))) |
+            ((mem_op == Op.STORE) & (mem_frag == cmd.frag)))
+
+        is_mma = cmd.op == Op.MMA
+        can_issue = Mux(is_mma, ~mma_busy & ~mma_conflict, ~mem_busy & ~mem_conflict)
+        m.d.comb += self.cmd.ready.eq(can_issue)
+        issue = self.cmd.valid & can_issue
+
+        # ---- responses: MMA unit first, memory unit waits ----------------------------------
+        mma_done, mem_done = Signal(), Signal()
+        mma_tag, mem_tag = Signal(8), Signal(8)
+        mem_err, mma_err = Signal(), Signal()
+        m.d.comb += self.resp.valid.eq(mma_done | mem_done)
+        with m.If(mma_done):
+            m.d.comb += [self.resp.payload.tag.eq(mma_tag), self.resp.payload.op.eq(Op.MMA),
+                         self.resp.payload.error.eq(mma_err)]
+        with m.Else():
+            m.d.comb += [self.resp.payload.tag.eq(mem_tag), self.resp.payload.op.eq(mem_op),
+                         self.resp.payload.error.eq(mem_err)]
+        mma_resp_taken = self.resp.ready & mma_done
+        mem_resp_taken = self.resp.ready & mem_done & ~mma_done
+
+        # ---- memory unit -------------------------------------------------------------------
+        line, word = Signal(4), Signal(2)
+        line_base = Signal(32)
+        m_stride, m_wpl = Signal(16), Signal(3)
+        m_col, m_f16, m_f32 = Signal(), Signal(), Signal()
+        rd_pending = Signal()                     # a read issued last clock: its data is here now
+        rd_line, rd_word, rd_last = Signal(4), Signal(2), Signal()
+        st_active = Signal()
+        rd_active = Signal()
+
+        with m.If(issue & ~is_mma):
+            m.d.sync += [mem_op.eq(cmd.op), mem_kind.eq(cmd.kind), mem_frag.eq(cmd.frag),
+                         mem_tag.eq(cmd.tag), mem_busy.eq(1), line.eq(0), word.eq(0),
+                         line_base.eq(base), m_stride.eq(stride), m_wpl.eq(words_per_line),
+                         m_col.eq(cmd.col_major), m_f16.eq(cmd.acc_f16), m_f32.eq(esize32)]
+            with m.If(~mem_legal):
+                m.d.sync += [mem_err.eq(1), mem_done.eq(1)]
+            with m.Else():
+                m.d.sync += mem_err.eq(0)
+                with m.Switch(cmd.op):
+                    with m.Case(Op.FILL):
+                        m.d.comb += [bank.fill_en.eq(1), bank.fill_acc.eq(is_acc),
+                                     bank.fill_frag.eq(cmd.frag), bank.fill_value.eq(cmd.value)]
+                        m.d.sync += mem_done.eq(1)
+                    with m.Case(Op.LOAD):
+                        m.d.sync += rd_active.eq(1)
+                    with m.Case(Op.STORE):
+                        m.d.sync += st_active.eq(1)
+                with m.If((cmd.op != Op.STORE) & ~is_acc):
+                    for f in range(self._nm):
+                        with m.If(cmd.frag == f):
+                            m.d.sync += frag_is_b[f].eq(cmd.kind == MATRIX_B)
+
+        cur_addr = line_base + word
+        last_beat = (line == 15) & (word == m_wpl - 1)
+
+        def advance():
+            with m.If(word == m_wpl - 1):
+                m.d.sync += [word.eq(0), line.eq(line + 1), line_base.eq(line_base + m_stride)]
+            with m.Else():
+                m.d.sync += word.eq(word + 1)
+
+        # Load: address phase, then data phase one clock later into the bank.
+        m.d.sync += rd_pending.eq(0)
+        with m.If(rd_active):
+            m.d.comb += self.mem_rd_addr.eq(cur_addr)
+            m.d.sync += [rd_pending.eq(1), rd_line.eq(line), rd_word.eq(word), rd_last.eq(last_beat)]
+            advance()
+            with m.If(last_beat):
+                m.d.sync += rd_active.eq(0)
+        with m.If(rd_pending):
+            m.d.comb += [bank.lw_en.eq(1), bank.lw_kind.eq(mem_kind), bank.lw_col.eq(m_col),
+                         bank.lw_f16.eq(m_f16), bank.lw_frag.eq(mem_frag), bank.lw_line.eq(rd_line),
+                         bank.lw_word.eq(rd_word), bank.lw_data.eq(self.mem_rd_data)]
+            with m.If(rd_last):
+                m.d.sync += mem_done.eq(1)
+        # Store: read the bank, write memory, one word per clock.
+        m.d.comb += [bank.sr_frag.eq(mem_frag), bank.sr_col.eq(m_col), bank.sr_f16.eq(m_f16),
+                     bank.sr_line.eq(line), bank.sr_word.eq(word)]
+        with m.If(st_active):
+            m.d.comb += [self.mem_wr_en.eq(1), self.mem_wr_addr.eq(cur_addr),
+                         self.mem_wr_data.eq(bank.sr_data)]
+            advance()
+            with m.If(last_beat):
+                m.d.sync += [st_active.eq(0), mem_done.eq(1)]
+        with m.If(mem_resp_taken):
+            m.d.sync += [mem_done.eq(0), mem_busy.eq(0)]
+
+        # ---- MMA unit ----------------------------------------------------------------------
+        beat_i, beat_j, beat_s = Signal(2), Signal(2), Signal(2)
+        out_i, out_j = Signal(2), Signal(2)
+        mma_bf16, mma_f16 = Signal(), Signal()
+        with m.If(issue & is_mma):
+            with m.If(~mma_legal):
+                m.d.sync += [mma_done.eq(1), mma_err.eq(1), mma_tag.eq(cmd.tag), mma_busy.eq(1)]
+            with m.Else():
+                m.d.sync += [mma_busy.eq(1), feeding.eq(1), mma_tag.eq(cmd.tag), mma_err.eq(0),
+                             mma_a.eq(cmd.fa), mma_b.eq(cmd.fb), mma_c.eq(cmd.fc), mma_d.eq(cmd.frag),
+                             mma_bf16.eq(cmd.bf16), mma_f16.eq(cmd.acc_f16),
+                             beat_i.eq(0), beat_j.eq(0), beat_s.eq(0), out_i.eq(0), out_j.eq(0)]
+        m.d.comb += [bank.mr_a.eq(mma_a), bank.mr_b.eq(mma_b), bank.mr_c.eq(mma_c),
+                     bank.mr_i.eq(beat_i), bank.mr_j.eq(beat_j), bank.mr_s.eq(beat_s)]
+        m.d.comb += [core.i.valid.eq(feeding),
+                     core.i.payload.a.eq(bank.mr_beat_a), core.i.payload.b.eq(bank.mr_beat_b),
+                     core.i.payload.c.eq(bank.mr_beat_c), core.i.payload.last.eq(beat_s == 3),
+                     core.i.payload.bf16.eq(mma_bf16), core.i.payload.acc_f16.eq(mma_f16)]
+        with m.If(core.i.valid & core.i.ready):
+            m.d.sync += beat_s.eq(beat_s + 1)
+            with m.If(beat_s == 3):
+                m.d.sync += beat_j.eq(beat_j + 1)
+                with m.If(beat_j == 3):
+                    m.d.sync += beat_i.eq(beat_i + 1)
+                    with m.If(beat_i == 3):
+                        m.d.sync += feeding.eq(0)
+        m.d.comb += [core.o.ready.eq(1),
+                     bank.mw_en.eq(core.o.valid), bank.mw_frag.eq(mma_d), bank.mw_i.eq(out_i),
+                     bank.mw_j.eq(out_j), bank.mw_data.eq(core.o.payload)]
+        with m.If(core.o.valid):
+            m.d.sync += out_j.eq(out_j + 1)
+            with m.If(out_j == 3):
+                m.d.sync += out_i.eq(out_i + 1)
+                with m.If(out_i == 3):
+                    m.d.sync += mma_done.eq(1)
+        with m.If(mma_resp_taken):
+            m.d.sync += [mma_done.eq(0), mma_busy.eq(0)]
+        return m
+
+
+class WarpTop(wiring.Component):
+    """One warp: the WMMA sequencer with its memory (the ``wmma`` design).
+
+    The memory (``lib.memory.Memory``) stands for global/shared memory: ``mem_words`` words of
+    128 bits (8 FP16/BF16 or 4 FP32 elements), byte address = 16 * word address.  A host port
+    lets a bench fill and read it while the sequencer is idle.
+
+    Members
+    -------
+    cmd, resp : the sequencer's command and response streams
+    host_addr, host_wdata, host_we : host write (and read address)
+    host_rdata : Out(128), the word at ``host_addr`` one clock later
+    """
+
+    def __init__(self, *, mem_words: int = 4096, matrix_frags: int = 4, acc_frags: int = 2,
+                 stages: int = 2):
+        if mem_words < 64 or mem_words & (mem_words - 1):
+            raise ValueError(f"Memory words must be a power of two >= 64, not {mem_words!r}")
+        self._mem_words = mem_words
+        self.seq = WmmaSequencer(mem_words=mem_words, matrix_frags=matrix_frags,
+                                 acc_frags=acc_frags, stages=stages)
+        abits = (mem_words - 1).bit_length()
+        super().__init__({
+            "cmd": In(stream.Signature(WmmaCmd)),
+            "resp": Out(stream.Signature(WmmaResp)),
+            "host_addr": In(abits), "host_wdata": In(WORD_BITS), "host_we": In(1),
+            "host_rdata": Out(WORD_BITS),
+        })
+
+    @property
+    def mem_words(self):
+        return self._mem_words
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.seq = seq = self.seq
+        m.submodules.mem = mem = memory.Memory(shape=WORD_BITS, depth=self._mem_words, init=[])
+        rd, hrd = mem.read_port(), mem.read_port()
+        wr, hwr = mem.write_port(), mem.write_port()
+        wiring.connect(m, wiring.flipped(self.cmd), seq.cmd)
+        wiring.connect(m, seq.resp, wiring.flipped(self.resp))
+        m.d.comb += [
+            rd.addr.eq(seq.mem_rd_addr), seq.mem_rd_data.eq(rd.data),
+            wr.addr.eq(seq.mem_wr_addr), wr.data.eq(seq.mem_wr_data), wr.en.eq(seq.mem_wr_en),
+            hrd.addr.eq(self.host_addr), self.host_rdata.eq(hrd.data),
+            hwr.addr.eq(self.host_addr), hwr.data.eq(self.host_wdata), hwr.en.eq(self.host_we),
+        ]
+        return m

@@ -1,0 +1,58 @@
+"""The fragment layout as the RTL implements it, read out of the fragment bank.
+
+A 16x16 buffer holding 0, 1, 2, ... is loaded into the RTL ``FragmentBank`` on Amaranth's
+simulator (one memory word per clock, as ``load_matrix_sync`` does), and each lane's slot
+registers are read back: the same experiment that produced ``h200_wmma_layout.txt`` on an H200.
+"""
+
+from __future__ import annotations
+
+from amaranth.sim import Simulator
+
+from rtl.fragments import ACCUMULATOR, LANES, MATRIX_A, MATRIX_B, SLOTS, FragmentBank
+
+__all__ = ["rtl_layout", "HEADINGS"]
+
+HEADINGS = {
+    "matrix_a row_major": (MATRIX_A, 0), "matrix_a col_major": (MATRIX_A, 1),
+    "matrix_b row_major": (MATRIX_B, 0), "matrix_b col_major": (MATRIX_B, 1),
+    "accumulator mem_row_major": (ACCUMULATOR, 0), "accumulator mem_col_major": (ACCUMULATOR, 1),
+}
+
+
+def rtl_layout() -> dict[str, list[list[int]]]:
+    """{heading: 32 lists (one per lane) of storage indices, one per slot}.
+
+    matrix_a/matrix_b report num_elements = 16 slots (8..15 are the same registers as 0..7),
+    the accumulator 8, as CUDA's ``fragment::num_elements``.
+    """
+    bank = FragmentBank(matrix_frags=1, acc_frags=1)
+    result = {}
+
+    async def bench(ctx):
+        for heading, (kind, col) in HEADINGS.items():
+            acc = kind == ACCUMULATOR
+            per_word = 4 if acc else 8          # FP32 accumulator elements, or 16-bit ones
+            width = 128 // per_word
+            ctx.set(bank.lw_en, 1)
+            ctx.set(bank.lw_kind, kind)
+            ctx.set(bank.lw_col, col)
+            ctx.set(bank.lw_f16, 0)
+            ctx.set(bank.lw_frag, 0)
+            for line in range(16):
+                for word in range(16 // per_word):
+                    first = line * 16 + word * per_word     # storage index of the word's element 0
+                    ctx.set(bank.lw_line, line)
+                    ctx.set(bank.lw_word, word)
+                    ctx.set(bank.lw_data, sum((first + e) << (width * e) for e in range(per_word)))
+                    await ctx.tick()
+            ctx.set(bank.lw_en, 0)
+            regs = bank.acc[0] if acc else bank.matrix[0]
+            lanes = [[ctx.get(regs[lane][slot]) for slot in range(SLOTS)] for lane in range(LANES)]
+            result[heading] = [row if acc else row + row for row in lanes]
+
+    sim = Simulator(bank)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    sim.run()
+    return result

@@ -1,0 +1,274 @@
+"""cocotb bench for the warp WMMA unit (``rtl/wmma.py``: memory, fragment bank, sequencer,
+MMA4 core), scoreboarded against ``golden.wmma``.
+
+* ``job``: every tile of ``$TCORE_JOB`` goes memory -> load_matrix_sync -> mma_sync (K chained
+  in the accumulator fragment) -> store_matrix_sync -> memory; D to ``$TCORE_RESULT``.
+* ``layouts_and_ldm``: all layouts (A, B row/col-major, C and D mem_row/mem_col) and several
+  ldm values, random tiles, against the golden model.
+* ``bad_ldm_and_alignment``: refused commands raise the error flag and write nothing.
+* ``back_to_back``: commands issued every clock; measures clocks per mma_sync and checks that
+  loads overlap it.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ReadOnly, RisingEdge
+
+from golden import mma
+from golden.wmma import (Fragment, fill_fragment, load_matrix_sync, mma_sync, store_matrix_sync)
+from tb.beats import Job
+from tb.wmma_model import Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
+
+CLOCK_NS = 10
+MEM_BYTES = int(os.environ.get("TCORE_MEM_WORDS", "16384")) * 16
+
+
+class Warp:
+    """Drives the WarpTop: host memory access, a command queue, responses with their clocks."""
+
+    def __init__(self, dut):
+        self.dut = dut
+        self.cycle = 0
+        self.resps: list[tuple[int, dict]] = []
+        self.last_span = 0          # clocks from the first issue to the last response of run()
+
+    async def start(self):
+        cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
+        d = self.dut
+        d.cmd__valid.value = 0
+        d.resp__ready.value = 1
+        d.host_we.value = 0
+        d.rst.value = 1
+        for _ in range(2):
+            await RisingEdge(d.clk)
+        d.rst.value = 0
+
+    async def write_mem(self, addr: int, data: np.ndarray):
+        """Write bytes at a 16-byte-aligned address through the host port."""
+        d = self.dut
+        for i, w in enumerate(words_of(np.asarray(data, np.uint8))):
+            d.host_addr.value = addr // 16 + i
+            d.host_wdata.value = w
+            d.host_we.value = 1
+            await RisingEdge(d.clk)
+        d.host_we.value = 0
+
+    async def read_mem(self, addr: int, nbytes: int) -> np.ndarray:
+        d = self.dut
+        words = []
+        for i in range(nbytes // 16):
+            d.host_addr.value = addr // 16 + i
+            await RisingEdge(d.clk)
+            await ReadOnly()
+            words.append(d.host_rdata.value.to_unsigned())
+            await RisingEdge(d.clk)
+        return bytes_of(words)
+
+    async def run(self, cmds: list[int], limit: int = 100000):
+        """Issue ``cmds`` back to back (valid held until ready) and wait for every response."""
+        d = self.dut
+        want = len(self.resps) + len(cmds)
+        i, start = 0, self.cycle
+        while len(self.resps) < want:
+            if i < len(cmds):
+                d.cmd__valid.value = 1
+                d.cmd__payload.value = cmds[i]
+            else:
+                d.cmd__valid.value = 0
+            await ReadOnly()
+            if d.resp__valid.value == 1:
+                self.resps.append((self.cycle, resp_fields(d.resp__payload.value.to_unsigned())))
+            if i < len(cmds) and d.cmd__ready.value == 1:
+                i += 1
+            await RisingEdge(d.clk)
+            self.cycle += 1
+            if self.cycle - start > limit:
+                raise AssertionError(f"timeout: {len(self.resps)} of {want} responses")
+        d.cmd__valid.value = 0
+        self.last_span = self.cycle - start
+        return self.resps[-len(cmds):]
+
+
+def tile_program(k, a_addr, lda, b_addr, ldb, c_addr, d_addr, ldc, *, bf16, acc_f16,
+                 a_col=False, b_col=False, c_col=False, d_col=False):
+    """The matmulT inner loop for one 16x16 output tile: load C; for each 16-wide k step load
+    A and B into alternating fragments and mma_sync into the accumulator; store D."""
+    esz = 2
+    cmds = [cmd_word(op=Op.LOAD, kind=2, frag=0, addr=c_addr, ldm=ldc, col_major=c_col,
+                     acc_f16=acc_f16, tag=0)]
+    for s in range(k // 16):
+        fa, fb = 2 * (s % 2), 2 * (s % 2) + 1
+        a_off = (s * 16 * lda if a_col else s * 16) * esz
+        b_off = (s * 16 if b_col else s * 16 * ldb) * esz
+        cmds += [cmd_word(op=Op.LOAD, kind=0, frag=fa, addr=a_addr + a_off, ldm=lda, col_major=a_col, tag=1),
+                 cmd_word(op=Op.LOAD, kind=1, frag=fb, addr=b_addr + b_off, ldm=ldb, col_major=b_col, tag=2),
+                 cmd_word(op=Op.MMA, frag=0, fa=fa, fb=fb, fc=0, bf16=bf16, acc_f16=acc_f16, tag=3)]
+    cmds.append(cmd_word(op=Op.STORE, kind=2, frag=0, addr=d_addr, ldm=ldc, col_major=d_col,
+                         acc_f16=acc_f16, tag=4))
+    return cmds
+
+
+async def run_tile(w: Warp, a, b, c, *, bf16, acc_f16, **layout):
+    """One output tile (a 16xK, b Kx16, c 16x16 bits) through memory and the warp; returns D."""
+    k = a.shape[1]
+    mem = np.zeros(MEM_BYTES, np.uint8)
+    lda = layout.pop("lda", k if not layout.get("a_col") else 16)
+    ldb = layout.pop("ldb", 16 if not layout.get("b_col") else k)
+    ldc = layout.pop("ldc", 16)
+    a_addr = 0
+    a_bytes = (16 * lda if not layout.get("a_col") else k * lda) * 2
+    b_addr = (a_bytes + 31) // 32 * 32
+    b_bytes = (k * ldb if not layout.get("b_col") else 16 * ldb) * 2
+    c_addr = (b_addr + b_bytes + 31) // 32 * 32
+    esz = 2 if acc_f16 else 4
+    d_addr = c_addr + (16 * ldc * esz + 31) // 32 * 32
+    for row in range(16):              # A: 16 x K
+        line = a[row] if not layout.get("a_col") else None
+        if line is not None:
+            mem[a_addr + row * lda * 2:a_addr + row * lda * 2 + 2 * k] = line.view(np.uint8)
+    if layout.get("a_col"):
+        for col in range(k):
+            mem[a_addr + col * lda * 2:a_addr + col * lda * 2 + 32] = np.ascontiguousarray(a[:, col]).view(np.uint8)
+    if not layout.get("b_col"):
+        for row in range(k):
+            mem[b_addr + row * ldb * 2:b_addr + row * ldb * 2 + 32] = b[row].view(np.uint8)
+    else:
+        for col in range(16):
+            mem[b_addr + col * ldb * 2:b_addr + col * ldb * 2 + 2 * k] = np.ascontiguousarray(b[:, col]).view(np.uint8)
+    put_matrix(mem, c_addr, c, ldc, layout.get("c_col", False))
+    end = d_addr + 16 * ldc * esz
+    await w.write_mem(0, mem[:(end + 15) // 16 * 16])
+    resps = await w.run(tile_program(k, a_addr, lda, b_addr, ldb, c_addr, d_addr, ldc,
+                                     bf16=bf16, acc_f16=acc_f16, **layout))
+    assert not any(r["error"] for _, r in resps), f"a command was refused: {resps}"
+    out = await w.read_mem(d_addr, 16 * ldc * esz)
+    return get_matrix(out, 0, ldc, np.uint16 if acc_f16 else np.uint32, layout.get("d_col", False))
+
+
+@cocotb.test()
+async def job(dut):
+    w = Warp(dut)
+    await w.start()
+    j = Job.load(os.environ["TCORE_JOB"])
+    t0 = time.perf_counter()
+    d = np.stack([await run_tile(w, j.a[t], j.b[t], j.c[t], bf16=j.bf16, acc_f16=j.acc_f16)
+                  for t in range(j.a.shape[0])])
+    np.savez(os.environ["TCORE_RESULT"], d=d, cycles=w.cycle, sim_s=time.perf_counter() - t0)
+
+
+def _rand(rng, shape, fmt):
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-4, 5, shape))
+    if fmt == "bf16":
+        import ml_dtypes
+        return x.astype(ml_dtypes.bfloat16).view(np.uint16)
+    if fmt == "fp16":
+        return x.astype(np.float16).view(np.uint16)
+    return x.astype(np.float32).view(np.uint32)
+
+
+@cocotb.test()
+async def layouts_and_ldm(dut):
+    """Every memory layout and several leading dimensions, against the golden model."""
+    rng = np.random.default_rng(int(os.environ.get("TCORE_SEED", "1")))
+    w = Warp(dut)
+    await w.start()
+    cases = [
+        dict(k=16, bf16=False, acc_f16=False),
+        dict(k=32, bf16=False, acc_f16=False, a_col=True, b_col=True, lda=24, ldb=40),
+        dict(k=16, bf16=True, acc_f16=False, b_col=True, c_col=True, d_col=True, ldc=20),
+        dict(k=16, bf16=False, acc_f16=True, a_col=True, ldc=24, d_col=True, lda=16),
+        dict(k=32, bf16=False, acc_f16=True, lda=48, ldb=24, c_col=True),
+    ]
+    for case in cases:
+        k, bf16, acc_f16 = case.pop("k"), case.pop("bf16"), case.pop("acc_f16")
+        a = _rand(rng, (16, k), "bf16" if bf16 else "fp16")
+        b = _rand(rng, (k, 16), "bf16" if bf16 else "fp16")
+        c = _rand(rng, (16, 16), "fp16" if acc_f16 else "fp32")
+        got = await run_tile(w, a, b, c, bf16=bf16, acc_f16=acc_f16, **dict(case))
+        want = mma(a, b, c, in_fmt="bf16" if bf16 else "fp16", out_fmt="fp16" if acc_f16 else "fp32")
+        # The golden WMMA API gives the same through its fragments.
+        ga, gb = Fragment.new("matrix_a", "bf16" if bf16 else "fp16"), Fragment.new("matrix_b", "bf16" if bf16 else "fp16")
+        gc = Fragment.new("accumulator", "fp16" if acc_f16 else "fp32")
+        gc.from_matrix(c)
+        for s in range(k // 16):
+            ga.from_matrix(a[:, 16 * s:16 * s + 16])
+            gb.from_matrix(b[16 * s:16 * s + 16])
+            mma_sync(gc, ga, gb, gc)
+        assert np.array_equal(gc.to_matrix(), want)
+        bad = int((got != want).sum())
+        assert bad == 0, f"{case} k={k} bf16={bf16} acc_f16={acc_f16}: {bad} mismatches"
+
+
+@cocotb.test()
+async def bad_ldm_and_alignment(dut):
+    """Bad ldm, misalignment, out-of-range and invalid combinations: error flag, nothing written."""
+    w = Warp(dut)
+    await w.start()
+    marker = np.arange(4096, dtype=np.uint8)
+    await w.write_mem(0, marker)
+    # A known accumulator, stored once as the reference of "unchanged".
+    ok = await w.run([cmd_word(op=Op.FILL, kind=2, frag=1, value=0x3F800000, tag=9)])
+    assert not ok[0][1]["error"]
+    bad = [
+        cmd_word(op=Op.LOAD, kind=0, frag=0, addr=0, ldm=12, tag=1),           # ldm % 8
+        cmd_word(op=Op.LOAD, kind=2, frag=1, addr=0, ldm=18, tag=2),           # ldm % 4 (FP32)
+        cmd_word(op=Op.LOAD, kind=2, frag=1, addr=0, ldm=20, acc_f16=1, tag=3),  # ldm % 8 (FP16)
+        cmd_word(op=Op.LOAD, kind=1, frag=0, addr=16, ldm=16, tag=4),          # not 32-byte aligned
+        cmd_word(op=Op.STORE, kind=2, frag=1, addr=48, ldm=16, tag=5),         # not aligned
+        cmd_word(op=Op.STORE, kind=2, frag=1, addr=64, ldm=6, tag=6),          # ldm % 4
+        cmd_word(op=Op.STORE, kind=2, frag=1, addr=MEM_BYTES - 512, ldm=16, tag=7),  # out of range
+        cmd_word(op=Op.LOAD, kind=0, frag=0, addr=0, ldm=0, tag=8),            # ldm 0
+        cmd_word(op=Op.STORE, kind=0, frag=0, addr=0, ldm=16, tag=10),         # store of a matrix_a
+        cmd_word(op=Op.MMA, frag=0, fa=1, fb=1, fc=0, tag=11),                 # a is not a matrix_a
+        cmd_word(op=Op.MMA, frag=0, fa=0, fb=1, fc=0, bf16=1, acc_f16=1, tag=12),  # BF16 + FP16 acc
+        cmd_word(op=Op.LOAD, kind=2, frag=5, addr=0, ldm=16, tag=13),          # no such fragment
+    ]
+    # fragment 1 of the matrix bank must be a matrix_b for tag 11's check to be about fa.
+    await w.run([cmd_word(op=Op.FILL, kind=1, frag=1, value=0, tag=14)])
+    resps = await w.run(bad)
+    assert sorted(r["tag"] for _, r in resps) == [1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13]
+    assert all(r["error"] for _, r in resps), resps
+    after = await w.read_mem(0, 4096)
+    assert np.array_equal(after, marker), "a refused command wrote memory"
+    # The accumulator fill survived the refused load into it.
+    res = await w.run([cmd_word(op=Op.STORE, kind=2, frag=1, addr=4096, ldm=16, tag=15)])
+    assert not res[0][1]["error"]
+    d = get_matrix(await w.read_mem(4096, 1024), 0, 16, np.uint32)
+    assert np.all(d == 0x3F800000), "a refused load changed the fragment"
+
+
+@cocotb.test()
+async def back_to_back(dut):
+    """Commands every clock: clocks per mma_sync, and loads overlapping it."""
+    rng = np.random.default_rng(5)
+    mma_cycles = int(os.environ.get("TCORE_MMA_CYCLES", "-1"))
+    w = Warp(dut)
+    await w.start()
+    k = 64
+    a, b = _rand(rng, (16, k), "fp16"), _rand(rng, (k, 16), "fp16")
+    c = _rand(rng, (16, 16), "fp32")
+    got = await run_tile(w, a, b, c, bf16=False, acc_f16=False)
+    assert np.array_equal(got, mma(a, b, c)), "back-to-back chained mma_sync mismatch"
+    program = w.last_span
+    # Single mma_sync, nothing else in flight: issue -> response.
+    await w.run([cmd_word(op=Op.FILL, kind=0, frag=0, value=0x3C00, tag=1),
+                 cmd_word(op=Op.FILL, kind=1, frag=1, value=0x3C00, tag=2),
+                 cmd_word(op=Op.FILL, kind=2, frag=0, value=0, tag=3)])
+    start = w.cycle
+    r = await w.run([cmd_word(op=Op.MMA, frag=0, fa=0, fb=1, fc=0, tag=4)])
+    one = r[0][0] - start
+    dut._log.info(f"clocks per mma_sync (issue to response): {one}; "
+                  f"K=64 tile program: {program} clocks")
+    if mma_cycles >= 0:
+        assert one == mma_cycles, f"mma_sync took {one} clocks, documented {mma_cycles}"
+    # Overlap: the loads of step s+1 run during mma s, so the K=64 tile program (a C load of
+    # 64 words, 8 loads of 32 words, 4 mma, a store of 64 words) beats running them in series.
+    serial = 64 + 8 * 32 + 4 * one + 64
+    assert program < serial - 3 * 64, f"loads did not overlap mma_sync: {program} vs {serial} in series"

@@ -1,0 +1,66 @@
+"""Plain-data helpers for the WMMA benches: memory images, commands, and the golden reference.
+
+Memory is a uint8 array; word w of the 128-bit memory is bytes 16w .. 16w+15 (little-endian).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rtl.wmma import Op
+
+__all__ = ["Op", "cmd_word", "resp_fields", "words_of", "bytes_of", "put_matrix", "get_matrix", "KIND", "CMD_BITS"]
+
+KIND = {"matrix_a": 0, "matrix_b": 1, "accumulator": 2}
+_FIELDS = [("op", 2), ("kind", 2), ("col_major", 1), ("bf16", 1), ("acc_f16", 1), ("frag", 3),
+           ("fa", 3), ("fb", 3), ("fc", 3), ("addr", 32), ("ldm", 16), ("value", 32), ("tag", 8)]
+CMD_BITS = sum(w for _, w in _FIELDS)
+
+
+def cmd_word(**fields) -> int:
+    """Pack a :class:`rtl.wmma.WmmaCmd` into an integer (LSB first, as the Verilog port)."""
+    word, pos = 0, 0
+    for name, width in _FIELDS:
+        v = int(fields.pop(name, 0))
+        if v >> width:
+            raise ValueError(f"{name}={v} does not fit in {width} bits")
+        word |= v << pos
+        pos += width
+    if fields:
+        raise ValueError(f"unknown command fields {sorted(fields)}")
+    return word
+
+
+def resp_fields(word: int) -> dict:
+    return {"tag": word & 0xFF, "op": (word >> 8) & 3, "error": (word >> 10) & 1}
+
+
+def words_of(mem: np.ndarray) -> list[int]:
+    return [int.from_bytes(mem[i:i + 16].tobytes(), "little") for i in range(0, len(mem), 16)]
+
+
+def bytes_of(words) -> np.ndarray:
+    return np.frombuffer(b"".join(int(w).to_bytes(16, "little") for w in words), np.uint8).copy()
+
+
+def put_matrix(mem, addr, mat, ldm, col_major=False):
+    """Write a 16x16 matrix of uint16/uint32 into the byte memory with leading dimension ldm."""
+    mat = np.asarray(mat)
+    es = mat.dtype.itemsize
+    for line in range(16):
+        vals = mat[line] if not col_major else mat[:, line]
+        start = addr + line * ldm * es
+        mem[start:start + 16 * es] = np.ascontiguousarray(vals).view(np.uint8)
+
+
+def get_matrix(mem, addr, ldm, dtype, col_major=False):
+    es = np.dtype(dtype).itemsize
+    out = np.zeros((16, 16), dtype)
+    for line in range(16):
+        start = addr + line * ldm * es
+        vals = mem[start:start + 16 * es].copy().view(dtype)
+        if col_major:
+            out[:, line] = vals
+        else:
+            out[line] = vals
+    return out
