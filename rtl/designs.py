@@ -15,7 +15,12 @@ def _wmma(**kw):
     return WarpTop(**kw)
 
 
-DESIGNS = {"mma4": _mma4, "wmma": _wmma}
+def _gemm(**kw):
+    from .gemm import GemmTop
+    return GemmTop(**kw)
+
+
+DESIGNS = {"mma4": _mma4, "wmma": _wmma, "gemm": _gemm}
 
 
 def make(name: str, **params):

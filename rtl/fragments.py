@@ -16,7 +16,7 @@ from amaranth.lib.wiring import In, Out
 
 from golden.wmma import element_map
 
-__all__ = ["FragmentBank", "LANES", "SLOTS", "MATRIX_A", "MATRIX_B", "ACCUMULATOR"]
+__all__ = ["FragmentBank", "LoadPort", "LANES", "SLOTS", "MATRIX_A", "MATRIX_B", "ACCUMULATOR"]
 
 LANES, SLOTS = 32, 8
 MATRIX_A, MATRIX_B, ACCUMULATOR = 0, 1, 2
@@ -38,6 +38,18 @@ def _inverse(emap):
     return inv
 
 
+class LoadPort(data.Struct):
+    """One memory word written into a fragment (see :class:`FragmentBank`)."""
+    en: 1
+    kind: 2
+    col: 1
+    f16: 1
+    frag: 3
+    line: 4
+    word: 2
+    data: WORD_BITS
+
+
 class FragmentBank(wiring.Component):
     """Fragment registers with the ports of the WMMA operations.  All writes take one clock;
     all reads are combinational.
@@ -49,12 +61,17 @@ class FragmentBank(wiring.Component):
     acc_frags : int
         Accumulator fragments (32-bit slots).
 
+    load_ports : int
+        Independent load write ports (2 lets A and B load at once).
+    col_major : bool
+        Support column-major loads and stores (the GEMM top, row-major only, leaves them out).
+
     Members
     -------
     fill_* : fill_fragment: every slot of fragment ``fill_frag`` (bank ``fill_acc``) := value.
-    lw_* : load_matrix_sync, one memory word per clock: word ``lw_word`` of line ``lw_line``
-        (a row when row-major, a column when col-major) of a fragment of kind ``lw_kind``.
-        ``lw_f16`` marks 16-bit accumulator elements (8 per word; else 4 FP32 per word).
+    lw : load_matrix_sync, one memory word per clock per port (:class:`LoadPort`): word
+        ``word`` of line ``line`` (a row when row-major, a column when col-major) of a fragment
+        of kind ``kind``; ``f16`` marks 16-bit accumulator elements (8 per word, else 4 FP32).
     sr_* : store_matrix_sync: ``sr_data`` is word ``sr_word`` of line ``sr_line`` of
         accumulator ``sr_frag``.
     mr_* : mma_sync read: the core beat for output block (``mr_i``, ``mr_j``) and k slice
@@ -62,14 +79,17 @@ class FragmentBank(wiring.Component):
     mw_* : mma_sync write-back of the D block (``mw_i``, ``mw_j``) into accumulator ``mw_frag``.
     """
 
-    def __init__(self, *, matrix_frags: int = 4, acc_frags: int = 2):
+    def __init__(self, *, matrix_frags: int = 4, acc_frags: int = 2, load_ports: int = 1,
+                 col_major: bool = True):
         if not 1 <= matrix_frags <= 8 or not 1 <= acc_frags <= 8:
             raise ValueError(f"Fragment counts must be 1..8, not {matrix_frags!r}, {acc_frags!r}")
+        if load_ports not in (1, 2):
+            raise ValueError(f"Load ports must be 1 or 2, not {load_ports!r}")
         self._nm, self._nc = matrix_frags, acc_frags
+        self._ports, self._col = load_ports, col_major
         super().__init__({
             "fill_en": In(1), "fill_acc": In(1), "fill_frag": In(3), "fill_value": In(32),
-            "lw_en": In(1), "lw_kind": In(2), "lw_col": In(1), "lw_f16": In(1), "lw_frag": In(3),
-            "lw_line": In(4), "lw_word": In(2), "lw_data": In(WORD_BITS),
+            "lw": In(LoadPort).array(load_ports),
             "sr_frag": In(3), "sr_col": In(1), "sr_f16": In(1), "sr_line": In(4), "sr_word": In(2),
             "sr_data": Out(WORD_BITS),
             "mr_a": In(3), "mr_b": In(3), "mr_c": In(3), "mr_i": In(2), "mr_j": In(2), "mr_s": In(2),
@@ -94,56 +114,62 @@ class FragmentBank(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         maps = _maps()
-        word16 = [self.lw_data[16 * e:16 * e + 16] for e in range(8)]
-        word32 = [self.lw_data[32 * e:32 * e + 32] for e in range(4)]
+        layouts = (0, 1) if self._col else (0,)
+
+        def port_hits(p, kind, r, c, elem_bits):
+            """(hit, value) pairs: port p's word holds element (r, c) of a ``kind`` fragment."""
+            per = 128 // elem_bits
+            out = []
+            for col, line, pos in ((0, r, c), (1, c, r)):
+                if col not in layouts:
+                    continue
+                hit = (p.kind == kind) & (p.col == col) & (p.line == line) & (p.word == pos // per)
+                out.append((hit, p.data[elem_bits * (pos % per):elem_bits * (pos % per + 1)]))
+            return out
 
         # ---- fill and load into the matrix bank -------------------------------------------
         for lane in range(LANES):
             for slot in range(SLOTS):
-                hit, val = [], []
-                for kind in (MATRIX_A, MATRIX_B):
-                    r, c = (int(v) for v in maps[kind][lane, slot])
-                    # row-major: line r, element c; col-major: line c, element r (8 per word)
-                    for col, line, pos in ((0, r, c), (1, c, r)):
-                        hit.append((self.lw_kind == kind) & (self.lw_col == col) &
-                                   (self.lw_line == line) & (self.lw_word == pos // 8))
-                        val.append(word16[pos % 8])
-                wdata = Signal(16, name=f"mw_l{lane}_s{slot}")
-                for h, v in zip(hit, val):
-                    with m.If(h):
-                        m.d.comb += wdata.eq(v)
-                any_hit = Cat(*hit).any()
+                writes = []                     # (condition, frag, value) in priority order
+                for pi, p in enumerate(self.lw):
+                    pairs = []
+                    for kind in (MATRIX_A, MATRIX_B):
+                        r, c = (int(v) for v in maps[kind][lane, slot])
+                        pairs += port_hits(p, kind, r, c, 16)
+                    wdata = Signal(16, name=f"mw{pi}_l{lane}_s{slot}")
+                    for h, v in pairs:
+                        with m.If(h):
+                            m.d.comb += wdata.eq(v)
+                    writes.append((p.en & Cat(*(h for h, _ in pairs)).any(), p.frag, wdata))
                 for f in range(self._nm):
                     reg = self.matrix[f][lane][slot]
                     with m.If(self.fill_en & ~self.fill_acc & (self.fill_frag == f)):
                         m.d.sync += reg.eq(self.fill_value[:16])
-                    with m.If(self.lw_en & (self.lw_frag == f) & any_hit):
-                        m.d.sync += reg.eq(wdata)
+                    for cond, frag, wdata in writes:
+                        with m.If(cond & (frag == f)):
+                            m.d.sync += reg.eq(wdata)
 
         # ---- fill, load and mma write-back into the accumulator bank ----------------------
         for lane in range(LANES):
             for slot in range(SLOTS):
                 r, c = (int(v) for v in maps[ACCUMULATOR][lane, slot])
-                hit, val = [], []
-                for col, line, pos in ((0, r, c), (1, c, r)):
-                    hit.append((self.lw_kind == ACCUMULATOR) & (self.lw_col == col) &
-                               (self.lw_line == line) & self.lw_f16 & (self.lw_word == pos // 8))
-                    val.append(word16[pos % 8])
-                    hit.append((self.lw_kind == ACCUMULATOR) & (self.lw_col == col) &
-                               (self.lw_line == line) & ~self.lw_f16 & (self.lw_word == pos // 4))
-                    val.append(word32[pos % 4])
-                wdata = Signal(32, name=f"cw_l{lane}_s{slot}")
-                for h, v in zip(hit, val):
-                    with m.If(h):
-                        m.d.comb += wdata.eq(v)
-                any_hit = Cat(*hit).any()
+                writes = []
+                for pi, p in enumerate(self.lw):
+                    pairs = [(h & p.f16, v) for h, v in port_hits(p, ACCUMULATOR, r, c, 16)]
+                    pairs += [(h & ~p.f16, v) for h, v in port_hits(p, ACCUMULATOR, r, c, 32)]
+                    wdata = Signal(32, name=f"cw{pi}_l{lane}_s{slot}")
+                    for h, v in pairs:
+                        with m.If(h):
+                            m.d.comb += wdata.eq(v)
+                    writes.append((p.en & Cat(*(h for h, _ in pairs)).any(), p.frag, wdata))
                 in_block = (self.mw_i == r // 4) & (self.mw_j == c // 4)
                 for f in range(self._nc):
                     reg = self.acc[f][lane][slot]
                     with m.If(self.fill_en & self.fill_acc & (self.fill_frag == f)):
                         m.d.sync += reg.eq(self.fill_value)
-                    with m.If(self.lw_en & (self.lw_frag == f) & any_hit):
-                        m.d.sync += reg.eq(wdata)
+                    for cond, frag, wdata in writes:
+                        with m.If(cond & (frag == f)):
+                            m.d.sync += reg.eq(wdata)
                     with m.If(self.mw_en & (self.mw_frag == f) & in_block):
                         m.d.sync += reg.eq(self.mw_data[4 * (r % 4) + c % 4])
 
@@ -180,12 +206,13 @@ class FragmentBank(wiring.Component):
 
         # ---- store_matrix_sync read: one memory word ---------------------------------------
         # sel = (col, line, word): 16-bit elements use words 0..1, 32-bit words 0..3.
-        sr_sel = Cat(self.sr_word, self.sr_line, self.sr_col)
+        sr_sel = Cat(self.sr_word, self.sr_line, self.sr_col) if self._col else \
+            Cat(self.sr_word, self.sr_line)
         for e in range(8):
             per_frag16, per_frag32 = [], []
             for f in range(self._nc):
                 c16, c32 = [], []
-                for col in (0, 1):
+                for col in layouts:
                     for line in range(16):
                         for word in range(4):
                             pos16, pos32 = word * 8 + e, word * 4 + e

@@ -239,9 +239,10 @@ class WmmaSequencer(wiring.Component):
             with m.If(last_beat):
                 m.d.sync += rd_active.eq(0)
         with m.If(rd_pending):
-            m.d.comb += [bank.lw_en.eq(1), bank.lw_kind.eq(mem_kind), bank.lw_col.eq(m_col),
-                         bank.lw_f16.eq(m_f16), bank.lw_frag.eq(mem_frag), bank.lw_line.eq(rd_line),
-                         bank.lw_word.eq(rd_word), bank.lw_data.eq(self.mem_rd_data)]
+            lw = bank.lw[0]
+            m.d.comb += [lw.en.eq(1), lw.kind.eq(mem_kind), lw.col.eq(m_col), lw.f16.eq(m_f16),
+                         lw.frag.eq(mem_frag), lw.line.eq(rd_line), lw.word.eq(rd_word),
+                         lw.data.eq(self.mem_rd_data)]
             with m.If(rd_last):
                 m.d.sync += mem_done.eq(1)
         # Store: read the bank, write memory, one word per clock.

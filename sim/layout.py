@@ -34,19 +34,20 @@ def rtl_layout() -> dict[str, list[list[int]]]:
             acc = kind == ACCUMULATOR
             per_word = 4 if acc else 8          # FP32 accumulator elements, or 16-bit ones
             width = 128 // per_word
-            ctx.set(bank.lw_en, 1)
-            ctx.set(bank.lw_kind, kind)
-            ctx.set(bank.lw_col, col)
-            ctx.set(bank.lw_f16, 0)
-            ctx.set(bank.lw_frag, 0)
+            lw = bank.lw[0]
+            ctx.set(lw.en, 1)
+            ctx.set(lw.kind, kind)
+            ctx.set(lw.col, col)
+            ctx.set(lw.f16, 0)
+            ctx.set(lw.frag, 0)
             for line in range(16):
                 for word in range(16 // per_word):
                     first = line * 16 + word * per_word     # storage index of the word's element 0
-                    ctx.set(bank.lw_line, line)
-                    ctx.set(bank.lw_word, word)
-                    ctx.set(bank.lw_data, sum((first + e) << (width * e) for e in range(per_word)))
+                    ctx.set(lw.line, line)
+                    ctx.set(lw.word, word)
+                    ctx.set(lw.data, sum((first + e) << (width * e) for e in range(per_word)))
                     await ctx.tick()
-            ctx.set(bank.lw_en, 0)
+            ctx.set(lw.en, 0)
             regs = bank.acc[0] if acc else bank.matrix[0]
             lanes = [[ctx.get(regs[lane][slot]) for slot in range(SLOTS)] for lane in range(LANES)]
             result[heading] = [row if acc else row + row for row in lanes]
