@@ -22,9 +22,12 @@ class CliError(Exception):
 # -- verify ---------------------------------------------------------------------------------------
 
 def cmd_verify(args) -> int:
+    import numpy as np
     from golden import get_arch
     from golden.silicon import KERNELS, VectorFileError, kernels_in, load, problem
-    from sim.backends import BackendError, run_tiles
+    from sim.backends import RTL_BACKENDS, BackendError, run_tiles
+    from sim.gemm import run_gemm
+    from sim.runner import SimError
 
     arch = get_arch(args.arch)
     if args.tiles is not None and args.tiles < 1:
@@ -47,29 +50,111 @@ def cmd_verify(args) -> int:
                 if KERNELS[name].in_fmt == "bf16" and not arch.bf16:
                     print(f"{Path(path).name}: skipping {name}: {arch.name} has no BF16 path")
                     continue
-                jobs.append((path, problem(data, name, args.tiles, where=str(path))))
+                jobs.append((path, data, problem(data, name, args.tiles, where=str(path))))
         except VectorFileError as e:
             raise CliError(str(e)) from None
     checked = mismatched = 0
-    for path, prob in jobs:
+    rtl = args.backend in RTL_BACKENDS
+    for path, data, prob in jobs:
         k = prob.kernel
+        # A whole GEMM on an RTL backend runs on the GEMM top, unless a tile path is asked for.
+        whole = prob.gemm is not None and rtl and args.through in (None, "gemm")
+        if whole and np.any(data[k.c_key] != 0):
+            print(f"{Path(path).name}: C is not zero (the GEMM top computes matmulT's A*B): "
+                  "running its tiles through the core")
+            whole = False
         try:
-            got, info = run_tiles(args.backend, prob.a, prob.b, prob.c, in_fmt=k.in_fmt,
-                                  out_fmt=k.out_fmt, arch=arch, through=args.through,
-                                  waves=args.waves, gemm=prob.gemm)
-        except BackendError as e:
+            if whole:
+                if arch.name != "hopper":
+                    raise BackendError(f"the RTL implements the Hopper arithmetic only, not --arch {arch.name}")
+                d, info = run_gemm(args.backend, data["a"], data["b"], in_fmt=k.in_fmt,
+                                   out_fmt=k.out_fmt, waves=args.waves, progress=False)
+                got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)
+                got = got.reshape(-1, 16, 16)[:len(prob.c)]
+            else:
+                got, info = run_tiles(args.backend, prob.a, prob.b, prob.c, in_fmt=k.in_fmt,
+                                      out_fmt=k.out_fmt, arch=arch, through=args.through or "core",
+                                      waves=args.waves)
+        except (BackendError, SimError) as e:
             raise CliError(str(e)) from None
         if info.get("waves"):
             print(f"waveform: {info['waves']}")
         bad = int((got != prob.expected).sum())
         what = (f"gemm {prob.gemm[0]}x{prob.gemm[1]}x{prob.gemm[2]}, {len(prob.c)} tiles"
                 if prob.gemm else f"{len(prob.c)} tiles")
+        if whole:
+            what += f", {info['cycles']} clk"
         print(f"{Path(path).name:40s} {k.name:9s} {what:28s} "
               f"checked {got.size:7d} mismatches {bad}", flush=True)
         checked += got.size
         mismatched += bad
     print(f"checked {checked} mismatches {mismatched}")
     return EXIT_OK if mismatched == 0 else EXIT_MISMATCH
+
+
+# -- gemm -----------------------------------------------------------------------------------------
+
+def random_operands(m, n, k, fmt, seed):
+    """Random A (M, K) and B (K, N) bits: standard normal values rounded to the format."""
+    import ml_dtypes
+    import numpy as np
+    rng = np.random.default_rng(seed)
+    conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
+    a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
+    b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
+    return a, b
+
+
+def cmd_gemm(args) -> int:
+    import time
+    import numpy as np
+    from golden.formats import to_float
+    from golden.gemm import check_gemm, matmul_t
+    from sim.gemm import run_gemm
+    from sim.runner import SimError
+
+    t0 = time.perf_counter()
+    in_fmt, out_fmt = args.format, {"f32": "fp32", "f16": "fp16"}[args.acc]
+    try:
+        check_gemm(args.m, args.n, args.k, in_fmt, out_fmt)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    if args.arch != "hopper" and args.backend != "golden":
+        raise CliError(f"the RTL implements the Hopper arithmetic only, not --arch {args.arch}")
+    a, b = random_operands(args.m, args.n, args.k, in_fmt, args.seed)
+    try:
+        d, info = run_gemm(args.backend, a, b, in_fmt=in_fmt, out_fmt=out_fmt, cores=args.cores,
+                           waves=args.waves, progress=not args.json)
+    except SimError as e:
+        raise CliError(str(e)) from None
+    want = matmul_t(a, b, in_fmt=in_fmt, out_fmt=out_fmt, arch=args.arch)
+    mismatches = int((d != want).sum())
+    exact = to_float(a, in_fmt) @ to_float(b, in_fmt)
+    err = float(np.nanmax(np.abs(to_float(d, out_fmt) - exact)))
+    cycles = info["cycles"]
+    fma = args.m * args.n * args.k
+    peak = 64 * args.cores
+    r = {"m": args.m, "n": args.n, "k": args.k, "format": in_fmt, "acc": out_fmt, "cores": args.cores,
+         "backend": args.backend, "cycles": cycles,
+         "fma_per_cycle": fma / cycles if cycles else None, "peak_fma_per_cycle": peak,
+         "utilization": fma / cycles / peak if cycles else None, "mismatches": mismatches,
+         "max_abs_err_vs_fp64": err, "wall_s": time.perf_counter() - t0,
+         "sim_cycles_per_s": cycles / info["sim_s"] if cycles else None, "seed": args.seed}
+    if info.get("waves"):
+        r["waves"] = str(info["waves"])
+    print(f"GEMM {args.m}x{args.n}x{args.k} {in_fmt} -> {out_fmt} on {args.backend}"
+          f"{f' ({args.cores} core' + ('s' if args.cores > 1 else '') + ')' if cycles else ''}")
+    if cycles:
+        print(f"  cycles          {cycles}  ({r['sim_cycles_per_s']:.0f} simulated cycles/s)")
+        print(f"  FMA per clock   {r['fma_per_cycle']:.1f} of {peak} peak  (utilisation {r['utilization']:.3f})")
+    print(f"  bit-exact       {'yes' if mismatches == 0 else 'NO'}: {mismatches} of {d.size} outputs differ "
+          "from the golden model")
+    print(f"  max |D - fp64|  {err:.3g}  (float64 product of the same inputs)")
+    if info.get("waves"):
+        print(f"  waveform        {info['waves']}")
+    if args.json:
+        print(json.dumps(r))
+    return EXIT_OK if mismatches == 0 else EXIT_MISMATCH
 
 
 # -- verilog --------------------------------------------------------------------------------------
@@ -208,14 +293,30 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("files", nargs="+", metavar="FILE.npz")
     v.add_argument("--kernel", default="all", choices=["f16_f32", "bf16_f32", "f16_f16", "all"])
     v.add_argument("--backend", default="golden")
-    v.add_argument("--through", default="core", choices=["core", "wmma"],
-                   help="RTL path for tiles: the MMA core directly, or memory -> WMMA -> memory")
+    v.add_argument("--through", default=None, choices=["core", "wmma", "gemm"],
+                   help="RTL path: tiles straight into the MMA core (default for tile files), "
+                        "memory -> WMMA ops -> memory, or the GEMM top (default for whole GEMMs)")
     v.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
     v.add_argument("--tiles", type=int, default=None, metavar="N",
                    help="only the first N tiles (16x16 output tiles of a whole GEMM)")
     v.add_argument("--waves", action="store_true", default=os.environ.get("WAVES") == "1",
                    help="dump waveforms (RTL backends; also WAVES=1): FST where available, else VCD")
     v.set_defaults(func=cmd_verify)
+
+    gm = sub.add_parser("gemm", help="a random GEMM through the matmulT GEMM top, checked bit for bit")
+    gm.add_argument("--m", type=int, required=True)
+    gm.add_argument("--n", type=int, required=True)
+    gm.add_argument("--k", type=int, required=True)
+    gm.add_argument("--format", default="fp16", choices=["fp16", "bf16"])
+    gm.add_argument("--acc", default="f32", choices=["f32", "f16"])
+    gm.add_argument("--cores", type=int, default=1, help="4x4x4 cores (warps), 1..8")
+    gm.add_argument("--backend", default="verilator", choices=["golden", "amaranth", "icarus", "verilator"])
+    gm.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
+    gm.add_argument("--seed", type=int, default=1)
+    gm.add_argument("--waves", action="store_true", default=os.environ.get("WAVES") == "1",
+                    help="dump waveforms (also WAVES=1)")
+    gm.add_argument("--json", action="store_true", help="last line: one JSON object")
+    gm.set_defaults(func=cmd_gemm)
 
     g = sub.add_parser("verilog", help="write the Verilog of every top-level design")
     g.add_argument("-o", required=True, metavar="DIR", help="output folder")

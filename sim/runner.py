@@ -82,10 +82,13 @@ def verilog_for(design: str, params: dict) -> Path:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     text = to_verilog(design, **params)
-    # Write atomically: parallel test workers may build the same design.
-    with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False) as f:
-        f.write(text)
-    os.replace(f.name, out)
+    # Keep the file (and its time stamp) when the Verilog is unchanged, so that an edit of
+    # another design does not rebuild this one.  Write atomically: parallel test workers may
+    # build the same design.
+    if not (out.exists() and out.read_text() == text):
+        with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False) as f:
+            f.write(text)
+        os.replace(f.name, out)
     stamp.write_text(key)
     return out
 

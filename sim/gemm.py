@@ -1,0 +1,141 @@
+"""Running whole GEMMs through the GEMM top (``rtl/gemm.py``) on a simulator, or the golden model.
+
+``run_gemm`` returns D and a dict with ``cycles``, ``beats`` (core beats, 64 FMA each) and
+``sim_s``.  Verilator and Icarus run ``tb.gemm_bench`` (memories loaded once, the RTL free
+running); Amaranth's simulator drives the same top through its host port (small GEMMs only).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import threading
+import time
+
+import numpy as np
+
+from golden.gemm import check_gemm, matmul_t
+
+from .runner import build_dir, build_root, run_bench, wave_file
+
+__all__ = ["run_gemm", "gemm_params", "MEM_WORDS"]
+
+MEM_WORDS = 32768       # 512 KiB: 256 x 256 x 256 with an FP32 D fits
+
+
+def gemm_params(cores: int) -> dict:
+    return {"cores": cores, "mem_words": MEM_WORDS, "stages": 2}
+
+
+def words_needed(m, n, k, out_fmt) -> int:
+    return (m * k * 2 + k * n * 2 + m * n * (2 if out_fmt == "fp16" else 4)) // 16
+
+
+def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, waves=False,
+             progress=True):
+    """D = A·B as matmulT on ``backend`` ("golden", "amaranth", "icarus", "verilator")."""
+    m, k = a.shape
+    n = b.shape[1]
+    check_gemm(m, n, k, in_fmt, out_fmt)
+    if not 1 <= cores <= 8:
+        raise ValueError(f"--cores must be 1 to 8, not {cores}")
+    if backend == "golden":
+        t = time.perf_counter()
+        d = matmul_t(a, b, in_fmt=in_fmt, out_fmt=out_fmt)
+        return d, {"cycles": None, "beats": m * n * k // 64, "sim_s": time.perf_counter() - t}
+    need = words_needed(m, n, k, out_fmt)
+    if need > MEM_WORDS:
+        raise ValueError(f"a {m}x{k}x{n} GEMM needs {need} memory words of 16 bytes; the GEMM "
+                         f"top is built with {MEM_WORDS} (512 KiB)")
+    if max(m, n, k) // 16 > 255:
+        raise ValueError("M, N and K must be at most 4080 (255 tiles)")
+    params = gemm_params(cores)
+    if backend == "amaranth":
+        return _run_amaranth(a, b, in_fmt, out_fmt, params)
+    if backend not in ("icarus", "verilator"):
+        raise ValueError(f"Backend must be golden, amaranth, icarus or verilator, not {backend!r}")
+    work = build_root() / "jobs"
+    work.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=work) as tmp:
+        jpath, rpath, ppath = (os.path.join(tmp, f) for f in ("job.npz", "result.npz", "progress"))
+        np.savez(jpath, a=a, b=b, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
+        env = {"TCORE_JOB": jpath, "TCORE_RESULT": rpath, "TCORE_PROGRESS": ppath}
+        err = []
+
+        def target():
+            try:
+                run_bench(backend, "gemm", "tb.gemm_bench", "job", params=params, env=env,
+                          waves=waves, quiet=True)
+            except BaseException as e:       # reported in the caller's thread
+                err.append(e)
+
+        th = threading.Thread(target=target, daemon=True)
+        th.start()
+        tiles = (m // 16) * (n // 16)
+        while th.is_alive():
+            th.join(0.5)
+            if progress and os.path.exists(ppath):
+                try:
+                    done, total, cyc = (int(x) for x in open(ppath).read().split())
+                except ValueError:
+                    continue
+                bar = "#" * (30 * done // max(total, 1))
+                print(f"\r  {backend}: [{bar:30s}] {done}/{total} tiles, {cyc} clocks",
+                      end="", file=sys.stderr, flush=True)
+        if progress and os.path.exists(ppath):
+            print(f"\r  {backend}: [{'#' * 30}] {tiles}/{tiles} tiles", " " * 20, file=sys.stderr)
+        if err:
+            raise err[0]
+        with np.load(rpath) as r:
+            d = r["d"]
+            info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "sim_s": float(r["sim_s"])}
+    if waves:
+        info["waves"] = wave_file(backend, build_dir(backend, "gemm", params, True), "gemm")
+    return d, info
+
+
+def _run_amaranth(a, b, in_fmt, out_fmt, params):
+    from amaranth.sim import Simulator
+
+    from rtl.gemm import GemmTop
+    from tb.gemm_bench import layout
+    from tb.wmma_model import bytes_of, words_of
+
+    m, k = a.shape
+    n = b.shape[1]
+    acc_f16 = out_fmt == "fp16"
+    a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
+    words = 1 << max(6, (end - 1).bit_length())
+    dut = GemmTop(cores=params["cores"], mem_words=words, stages=params["stages"])
+    res = {}
+
+    async def bench(ctx):
+        for i, w in enumerate(words_of(np.concatenate([a.view(np.uint8).reshape(-1),
+                                                       b.view(np.uint8).reshape(-1)]))):
+            ctx.set(dut.host_addr, i)
+            ctx.set(dut.host_wdata, w)
+            ctx.set(dut.host_we, 1)
+            await ctx.tick()
+        ctx.set(dut.host_we, 0)
+        ctx.set(dut.cfg, dict(tiles_m=m // 16, tiles_n=n // 16, steps=k // 16, a_base=a_base,
+                              b_base=b_base, d_base=d_base, bf16=in_fmt == "bf16", acc_f16=acc_f16))
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        while not ctx.get(dut.done):
+            await ctx.tick()
+        res["cycles"], res["beats"] = ctx.get(dut.cycles), ctx.get(dut.beats)
+        out = []
+        for i in range(d_base, end):
+            ctx.set(dut.host_addr, i)
+            await ctx.tick()
+            out.append(ctx.get(dut.host_rdata))
+        res["d"] = bytes_of(out).view(np.uint16 if acc_f16 else np.uint32).reshape(m, n)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(bench)
+    t = time.perf_counter()
+    sim.run()
+    return res["d"], {"cycles": res["cycles"], "beats": res["beats"], "sim_s": time.perf_counter() - t}

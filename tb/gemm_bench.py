@@ -1,0 +1,130 @@
+"""cocotb bench for the GEMM top (``rtl/gemm.py``), scoreboarded against ``golden.gemm.matmul_t``.
+
+The memories are loaded once through the simulator's access to the memory array (no clock
+cycles), the RTL runs on its own until ``done`` (the bench only wakes every few thousand
+clocks to report progress), and D is read once: per-clock Python would cost ~30x.
+
+* ``job``: the GEMM in ``$TCORE_JOB`` (a, b bits, formats); D, cycles and beats to
+  ``$TCORE_RESULT``; progress ("tiles done/total") to ``$TCORE_PROGRESS`` if set.
+* ``random_gemms``: a few shapes and formats, every bit against the golden model, and the
+  core-beat count that utilisation is computed from.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+
+from golden.gemm import matmul_t
+from tb.wmma_model import bytes_of, words_of
+
+CLOCK_NS = 10
+CFG_FIELDS = [("tiles_m", 8), ("tiles_n", 8), ("steps", 8), ("a_base", 20), ("b_base", 20),
+              ("d_base", 20), ("bf16", 1), ("acc_f16", 1)]
+
+
+def cfg_word(**f) -> int:
+    word, pos = 0, 0
+    for name, width in CFG_FIELDS:
+        v = int(f.pop(name))
+        assert 0 <= v < (1 << width), f"{name}={v} does not fit in {width} bits"
+        word |= v << pos
+        pos += width
+    assert not f, f
+    return word
+
+
+def layout(m, n, k, acc_f16):
+    """Word addresses of A, B and D, and the words needed."""
+    a_words = m * k * 2 // 16
+    b_words = k * n * 2 // 16
+    d_words = m * n * (2 if acc_f16 else 4) // 16
+    return 0, a_words, a_words + b_words, a_words + b_words + d_words
+
+
+class GemmRunner:
+    def __init__(self, dut):
+        self.dut = dut
+
+    async def start(self):
+        d = self.dut
+        cocotb.start_soon(Clock(d.clk, CLOCK_NS, unit="ns").start())
+        d.start.value = 0
+        d.host_we.value = 0
+        d.rst.value = 1
+        await ClockCycles(d.clk, 2)
+        d.rst.value = 0
+
+    def poke(self, base, data: np.ndarray):
+        mem = self.dut.mem
+        for i, w in enumerate(words_of(np.ascontiguousarray(data).view(np.uint8).reshape(-1))):
+            mem[base + i].value = w
+
+    def peek(self, base, nwords) -> np.ndarray:
+        mem = self.dut.mem
+        return bytes_of([mem[base + i].value.to_unsigned() for i in range(nwords)])
+
+    async def run(self, a, b, *, bf16, acc_f16, progress=None, chunk=4096):
+        d = self.dut
+        m, k = a.shape
+        n = b.shape[1]
+        a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
+        words = len(d.mem)
+        assert end <= words, f"GEMM needs {end} memory words, the design has {words}"
+        self.poke(a_base, a)
+        self.poke(b_base, b)
+        d.cfg.value = cfg_word(tiles_m=m // 16, tiles_n=n // 16, steps=k // 16, a_base=a_base,
+                               b_base=b_base, d_base=d_base, bf16=bf16, acc_f16=acc_f16)
+        await RisingEdge(d.clk)
+        d.start.value = 1
+        await RisingEdge(d.clk)
+        d.start.value = 0
+        total = (m // 16) * (n // 16)
+        while True:
+            await ClockCycles(d.clk, chunk)
+            if progress:
+                with open(progress, "w") as f:
+                    f.write(f"{d.tiles_done.value.to_unsigned()} {total} {d.cycles.value.to_unsigned()}\n")
+            if d.done.value == 1:
+                break
+        out = self.peek(d_base, end - d_base).view(np.uint16 if acc_f16 else np.uint32).reshape(m, n)
+        return out, d.cycles.value.to_unsigned(), d.beats.value.to_unsigned()
+
+
+@cocotb.test()
+async def job(dut):
+    r = GemmRunner(dut)
+    await r.start()
+    with np.load(os.environ["TCORE_JOB"]) as z:
+        a, b, bf16, acc_f16 = z["a"], z["b"], bool(z["bf16"]), bool(z["acc_f16"])
+    t0 = time.perf_counter()
+    d, cycles, beats = await r.run(a, b, bf16=bf16, acc_f16=acc_f16,
+                                   progress=os.environ.get("TCORE_PROGRESS"))
+    np.savez(os.environ["TCORE_RESULT"], d=d, cycles=cycles, beats=beats,
+             sim_s=time.perf_counter() - t0)
+
+
+@cocotb.test()
+async def random_gemms(dut):
+    """Shapes and formats against the golden model; beats = M*N*K/64 (every FMA done once)."""
+    rng = np.random.default_rng(int(os.environ.get("TCORE_SEED", "3")))
+    r = GemmRunner(dut)
+    await r.start()
+    import ml_dtypes
+    for m, n, k, fmt, acc_f16 in ((32, 48, 32, "fp16", False), (16, 32, 48, "bf16", False),
+                                  (48, 16, 32, "fp16", True), (16, 16, 16, "fp16", False)):
+        conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
+        a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
+        b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
+        d, cycles, beats = await r.run(a, b, bf16=fmt == "bf16", acc_f16=acc_f16, chunk=64)
+        want = matmul_t(a, b, in_fmt=fmt, out_fmt="fp16" if acc_f16 else "fp32")
+        bad = int((d != want).sum())
+        assert bad == 0, f"{m}x{n}x{k} {fmt} acc_f16={acc_f16}: {bad} mismatches"
+        assert beats == m * n * k // 64, f"{beats} beats for {m}x{n}x{k}"
+        assert cycles >= beats // int(os.environ.get("TCORE_CORES", "1"))
+        dut._log.info(f"{m}x{n}x{k} {fmt}: {cycles} clocks, {beats} beats")
