@@ -31,6 +31,10 @@ def make(name: str, **params):
     return factory(**params)
 
 
+# The parameters ``tcore verilog`` and ``make lint`` use: what the benches build.
+LINT_PARAMS = {"mma4": {}, "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768}}
+
+
 def to_verilog(name: str, **params) -> str:
     """Reproducible Verilog of a design; the top module is named after the design."""
     top = make(name, **params)

@@ -28,6 +28,23 @@ def _maps():
                                             (ACCUMULATOR, "accumulator"))}
 
 
+def _index_bits(n):
+    return max(1, (n - 1).bit_length())
+
+
+def _by_frag(values, frag, bits):
+    """``values[frag]``; a single fragment needs no mux.  Arrays are padded to a power of two
+    so that every index value is covered."""
+    if len(values) == 1:
+        return values[0]
+    pad = values + [values[-1]] * ((1 << bits) - len(values))
+    return Array(pad)[frag[:bits]]
+
+
+def _pick(per_frag, sel, frag, bits):
+    return _by_frag([x[sel] for x in per_frag], frag, bits)
+
+
 def _inverse(emap):
     """(row, col) -> (lane, slot)."""
     inv = {}
@@ -197,11 +214,14 @@ class FragmentBank(wiring.Component):
         a_c = pick(self.matrix, self.mr_a, MATRIX_A, lambda sel, e: (4 * (sel // 4) + e // 4, 4 * (sel % 4) + e % 4))
         b_c = pick(self.matrix, self.mr_b, MATRIX_B, lambda sel, e: (4 * (sel // 4) + e // 4, 4 * (sel % 4) + e % 4))
         c_c = pick(self.acc, self.mr_c, ACCUMULATOR, lambda sel, e: (4 * (sel // 4) + e // 4, 4 * (sel % 4) + e % 4))
+        # Fragment ids are legal by the time they get here (the sequencer checks them), so only
+        # the bits that can tell the fragments apart index the arrays.
+        mbits, cbits = _index_bits(self._nm), _index_bits(self._nc)
         for e in range(16):
             m.d.comb += [
-                self.mr_beat_a[e].eq(Array(x[a_sel] for x in a_c[e])[self.mr_a]),
-                self.mr_beat_b[e].eq(Array(x[b_sel] for x in b_c[e])[self.mr_b]),
-                self.mr_beat_c[e].eq(Array(x[c_sel] for x in c_c[e])[self.mr_c]),
+                self.mr_beat_a[e].eq(_pick(a_c[e], a_sel, self.mr_a, mbits)),
+                self.mr_beat_b[e].eq(_pick(b_c[e], b_sel, self.mr_b, mbits)),
+                self.mr_beat_c[e].eq(_pick(c_c[e], c_sel, self.mr_c, cbits)),
             ]
 
         # ---- store_matrix_sync read: one memory word ---------------------------------------
@@ -229,11 +249,11 @@ class FragmentBank(wiring.Component):
                 per_frag16.append(Array(c16)[sr_sel])
                 if e < 4:
                     per_frag32.append(Array(c32)[sr_sel])
-            v16 = Array(per_frag16)[self.sr_frag]
+            v16 = _by_frag(per_frag16, self.sr_frag, cbits)
             with m.If(self.sr_f16):
                 m.d.comb += self.sr_data[16 * e:16 * e + 16].eq(v16)
             if e < 4:
-                v32 = Array(per_frag32)[self.sr_frag]
+                v32 = _by_frag(per_frag32, self.sr_frag, cbits)
                 with m.If(~self.sr_f16):
                     m.d.comb += self.sr_data[32 * e:32 * e + 32].eq(v32)
         return m

@@ -149,6 +149,8 @@ class WmmaSequencer(wiring.Component):
             with m.Case(Op.STORE):
                 m.d.comb += mem_legal.eq((cmd.kind == ACCUMULATOR) & (cmd.frag < self._nc) &
                                          step_ok & (cmd.addr[:5] == 0) & in_range)
+            with m.Default():           # MMA: checked by mma_legal
+                m.d.comb += mem_legal.eq(0)
         fa_b = Array(frag_is_b)[cmd.fa[:max(1, (self._nm - 1).bit_length())]]
         fb_b = Array(frag_is_b)[cmd.fb[:max(1, (self._nm - 1).bit_length())]]
         mma_legal = ((cmd.fa < self._nm) & (cmd.fb < self._nm) & (cmd.fc < self._nc) &
@@ -207,15 +209,14 @@ class WmmaSequencer(wiring.Component):
                 m.d.sync += [mem_err.eq(1), mem_done.eq(1)]
             with m.Else():
                 m.d.sync += mem_err.eq(0)
-                with m.Switch(cmd.op):
-                    with m.Case(Op.FILL):
-                        m.d.comb += [bank.fill_en.eq(1), bank.fill_acc.eq(is_acc),
-                                     bank.fill_frag.eq(cmd.frag), bank.fill_value.eq(cmd.value)]
-                        m.d.sync += mem_done.eq(1)
-                    with m.Case(Op.LOAD):
-                        m.d.sync += rd_active.eq(1)
-                    with m.Case(Op.STORE):
-                        m.d.sync += st_active.eq(1)
+                with m.If(cmd.op == Op.FILL):
+                    m.d.comb += [bank.fill_en.eq(1), bank.fill_acc.eq(is_acc),
+                                 bank.fill_frag.eq(cmd.frag), bank.fill_value.eq(cmd.value)]
+                    m.d.sync += mem_done.eq(1)
+                with m.Elif(cmd.op == Op.LOAD):
+                    m.d.sync += rd_active.eq(1)
+                with m.Else():
+                    m.d.sync += st_active.eq(1)
                 with m.If((cmd.op != Op.STORE) & ~is_acc):
                     for f in range(self._nm):
                         with m.If(cmd.frag == f):

@@ -160,7 +160,7 @@ def cmd_gemm(args) -> int:
 # -- verilog --------------------------------------------------------------------------------------
 
 def cmd_verilog(args) -> int:
-    from rtl.designs import DESIGNS, to_verilog
+    from rtl.designs import DESIGNS, LINT_PARAMS, to_verilog
 
     out = Path(args.o)
     out.mkdir(parents=True, exist_ok=True)
@@ -169,7 +169,7 @@ def cmd_verilog(args) -> int:
         if name not in DESIGNS:
             raise CliError(f"unknown design {name!r}; designs: {', '.join(sorted(DESIGNS))}")
         path = out / f"{name}.v"
-        path.write_text(to_verilog(name))
+        path.write_text(to_verilog(name, **LINT_PARAMS[name]))
         print(f"wrote {path}", flush=True)
     return EXIT_OK
 

@@ -58,15 +58,21 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, wave
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
-        jpath, rpath, ppath = (os.path.join(tmp, f) for f in ("job.npz", "result.npz", "progress"))
+        from tb.gemm_bench import write_memh
+        jpath, rpath, ppath, min_, mout = (os.path.join(tmp, f) for f in
+                                           ("job.npz", "result.npz", "progress", "in.memh", "out.memh"))
         np.savez(jpath, a=a, b=b, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
-        env = {"TCORE_JOB": jpath, "TCORE_RESULT": rpath, "TCORE_PROGRESS": ppath}
+        # The operands go in as the memory's initial contents (A, then B: tb.gemm_bench.layout).
+        write_memh(min_, np.concatenate([a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1)]))
+        env = {"TCORE_JOB": jpath, "TCORE_RESULT": rpath, "TCORE_PROGRESS": ppath,
+               "TCORE_MEMH_OUT": mout}
+        plusargs = [f"+TCORE_MEMH_IN={min_}", f"+TCORE_MEMH_OUT={mout}"]
         err = []
 
         def target():
             try:
                 run_bench(backend, "gemm", "tb.gemm_bench", "job", params=params, env=env,
-                          waves=waves, quiet=True)
+                          waves=waves, quiet=True, plusargs=plusargs)
             except BaseException as e:       # reported in the caller's thread
                 err.append(e)
 

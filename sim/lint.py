@@ -27,14 +27,14 @@ def lint_file(path, top: str) -> str:
 
 
 def main() -> int:
-    from rtl.designs import DESIGNS, to_verilog
+    from rtl.designs import DESIGNS, LINT_PARAMS, to_verilog
 
     out = build_root() / "lint"
     out.mkdir(parents=True, exist_ok=True)
     bad = 0
     for name in sorted(DESIGNS):
         v = out / f"{name}.v"
-        v.write_text(to_verilog(name))
+        v.write_text(to_verilog(name, **LINT_PARAMS[name]))
         report = lint_file(v, name)
         if report:
             bad += 1

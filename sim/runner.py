@@ -96,22 +96,50 @@ def verilog_for(design: str, params: dict) -> Path:
 _TRIGGER = re.compile(r"reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+) += 0;")
 
 
-def icarus_verilog(path: Path) -> Path:
-    """A copy of the Verilog for Icarus, with yosys's time-0 trigger made to fire.
+_MEMORY_HOOKS = """
+  // tcore bench hooks: load the memory from +TCORE_MEMH_IN=file at 1 ns, and write words
+  // tcore_dump_lo..tcore_dump_hi to +TCORE_MEMH_OUT=file when a bench raises tcore_dump.
+  reg [8*512-1:0] tcore_memh_in, tcore_memh_out;
+  reg tcore_dump = 1'b0;
+  reg [31:0] tcore_dump_lo = 32'd0, tcore_dump_hi = 32'd0;
+  initial begin
+    #1;
+    if ($value$plusargs("TCORE_MEMH_IN=%s", tcore_memh_in)) $readmemh(tcore_memh_in, mem);
+  end
+  always @(posedge tcore_dump) begin
+    if (!$value$plusargs("TCORE_MEMH_OUT=%s", tcore_memh_out)) tcore_memh_out = "tcore_dump.memh";
+    $writememh(tcore_memh_out, mem, tcore_dump_lo, tcore_dump_hi);
+  end
+endmodule
+"""
 
-    yosys makes every ``always @*`` block read a dummy register declared ``= 0`` so that
-    simulators evaluate the block at time 0.  Icarus 11 creates no event for a declaration
-    initialiser, so a combinational output whose inputs never change after time 0 stays X.
-    Toggling the register at 1 ns (before the first clock edge) runs every such block once.
+
+def sim_verilog(path: Path, sim: str) -> Path:
+    """The Verilog a simulator builds: the design's, adjusted for simulation.
+
+    * Icarus: yosys makes every ``always @*`` block read a dummy register declared ``= 0`` so
+      that simulators evaluate the block at time 0.  Icarus 11 creates no event for a
+      declaration initialiser, so a combinational output whose inputs never change after
+      time 0 stays X.  Toggling the register at 1 ns (before the first clock edge) runs every
+      such block once.
+    * A top with a memory named ``mem`` gets file load/dump hooks (``_MEMORY_HOOKS``), so a
+      bench loads the memory once and reads it once instead of spending clocks or thousands
+      of simulator calls.
     """
-    out = path.with_name(path.stem + "-icarus.v")
+    out = path.with_name(f"{path.stem}-{sim}.v")
     stamp = path.with_suffix(".hash")
-    key = stamp.read_text() if stamp.exists() else ""
+    key = (stamp.read_text() if stamp.exists() else "") + sim
     ostamp = out.with_suffix(".hash")
     if out.exists() and ostamp.exists() and ostamp.read_text() == key:
         return out
-    text = _TRIGGER.sub(lambda m: f"{m.group(0)}\n  initial #1 {m.group(1)} = 1;", path.read_text())
-    out.write_text(text)
+    text = path.read_text()
+    if sim == "icarus":
+        text = _TRIGGER.sub(lambda m: f"{m.group(0)}\n  initial #1 {m.group(1)} = 1;", text)
+    top_end = text.index("endmodule")
+    if re.search(r"reg \[\d+:0\] mem \[\d+:0\];", text[:top_end]):
+        text = text[:top_end] + _MEMORY_HOOKS.lstrip("\n") + text[top_end + len("endmodule\n"):]
+    if not (out.exists() and out.read_text() == text):
+        out.write_text(text)
     ostamp.write_text(key)
     return out
 
@@ -142,16 +170,16 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
     _check_simulator(sim)
     bdir = build_dir(sim, design, params, waves)
     with _lock(build_root() / f".{bdir.name}.lock"):
-        src = verilog_for(design, params)
-        if sim == "icarus":
-            src = icarus_verilog(src)
+        src = sim_verilog(verilog_for(design, params), sim)
         runner = get_runner(sim)
         runner.log.addFilter(_quiet_rebuild)
         args = []
         if sim == "verilator":
             # The generated C++ of the larger designs takes gcc many minutes at -Os; the
             # simulation is dominated by cocotb's per-clock Python, not by the model's speed.
-            args = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast",
+            # --no-timing: the only delays are the bench hooks' "#1", which Verilator runs at
+            # time 0 after the memory's initial block (blocks run in source order).
+            args = ["--no-timing", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast",
                     "--x-initial", "fast", "-j", "0", "--output-split", "20000",
                     "--output-split-cfuncs", "2000", "-CFLAGS", "-O0"]
             if waves:
@@ -163,7 +191,7 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
             with contextlib.redirect_stdout(chatter):
                 runner.build(sources=[src], hdl_toplevel=design, build_dir=bdir, build_args=args,
                              waves=waves, always=False, timescale=("1ns", "1ps"), log_file=log)
-        except SystemExit as e:     # cocotb's runner exits on a failed build
+        except (SystemExit, RuntimeError) as e:     # the runner exits or raises on a failed build
             raise SimError(f"{sim} build of {design} failed; see {log}") from e
     return runner, bdir
 
@@ -187,7 +215,7 @@ def wave_file(sim: str, bdir: Path, design: str) -> Path | None:
 
 
 def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None, env=None,
-              waves: bool = False, seed: int | None = None, quiet: bool = False):
+              waves: bool = False, seed: int | None = None, quiet: bool = False, plusargs=()):
     """Run cocotb tests of ``module`` (e.g. ``tb.test_mma4``) on a built design.
 
     Returns the path of the results XML.  Raises SimError if any test failed.
@@ -202,7 +230,7 @@ def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None,
         with contextlib.redirect_stdout(io.StringIO()):   # runner chatter, not the simulator's
             runner.test(test_module=module, hdl_toplevel=design, testcase=testcase, build_dir=bdir,
                         test_dir=bdir, results_xml=str(results), extra_env=extra, waves=waves,
-                        seed=seed, log_file=log)
+                        seed=seed, log_file=log, plusargs=list(plusargs))
     except SystemExit:      # cocotb's runner exits when a test fails; the XML says which
         pass
     failures = _failures(results)

@@ -18,7 +18,7 @@ import time
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, RisingEdge, Timer
 
 from golden.gemm import matmul_t
 from tb.wmma_model import bytes_of, words_of
@@ -37,6 +37,23 @@ def cfg_word(**f) -> int:
         pos += width
     assert not f, f
     return word
+
+
+def write_memh(path, image: np.ndarray):
+    """A byte image as $readmemh text: one 128-bit word (32 hex digits) per line."""
+    words = np.ascontiguousarray(image, np.uint8).reshape(-1, 16)[:, ::-1]
+    with open(path, "w") as f:
+        f.write("\n".join(w.tobytes().hex() for w in words))
+        f.write("\n")
+
+
+def read_memh(path, nwords) -> np.ndarray:
+    """$writememh text back to a byte image."""
+    lines = [ln.strip() for ln in open(path) if ln.strip() and not ln.startswith("//")]
+    if len(lines) != nwords:
+        raise AssertionError(f"memory dump has {len(lines)} words, expected {nwords}")
+    return np.frombuffer(b"".join(bytes.fromhex(ln.replace("x", "0").zfill(32))[::-1] for ln in lines),
+                         np.uint8).copy()
 
 
 def layout(m, n, k, acc_f16):
@@ -60,24 +77,34 @@ class GemmRunner:
         await ClockCycles(d.clk, 2)
         d.rst.value = 0
 
-    def poke(self, base, data: np.ndarray):
-        mem = self.dut.mem
+    async def poke(self, base, data: np.ndarray):
+        """Write through the host port, one word per clock (small GEMMs)."""
+        d = self.dut
         for i, w in enumerate(words_of(np.ascontiguousarray(data).view(np.uint8).reshape(-1))):
-            mem[base + i].value = w
+            d.host_addr.value, d.host_wdata.value, d.host_we.value = base + i, w, 1
+            await RisingEdge(d.clk)
+        d.host_we.value = 0
 
-    def peek(self, base, nwords) -> np.ndarray:
-        mem = self.dut.mem
-        return bytes_of([mem[base + i].value.to_unsigned() for i in range(nwords)])
+    async def peek(self, base, nwords) -> np.ndarray:
+        """Read words base.. at once through the memory dump hook (see sim.runner)."""
+        d = self.dut
+        path = os.environ.get("TCORE_MEMH_OUT", "tcore_dump.memh")
+        d.tcore_dump_lo.value, d.tcore_dump_hi.value = base, base + nwords - 1
+        await Timer(1, unit="ns")
+        d.tcore_dump.value = 1
+        await Timer(1, unit="ns")
+        d.tcore_dump.value = 0
+        await Timer(1, unit="ns")
+        return read_memh(path, nwords)
 
-    async def run(self, a, b, *, bf16, acc_f16, progress=None, chunk=4096):
+    async def run(self, a, b, *, bf16, acc_f16, progress=None, chunk=4096, preloaded=False):
         d = self.dut
         m, k = a.shape
         n = b.shape[1]
         a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
-        words = len(d.mem)
-        assert end <= words, f"GEMM needs {end} memory words, the design has {words}"
-        self.poke(a_base, a)
-        self.poke(b_base, b)
+        if not preloaded:
+            await self.poke(a_base, a)
+            await self.poke(b_base, b)
         d.cfg.value = cfg_word(tiles_m=m // 16, tiles_n=n // 16, steps=k // 16, a_base=a_base,
                                b_base=b_base, d_base=d_base, bf16=bf16, acc_f16=acc_f16)
         await RisingEdge(d.clk)
@@ -86,13 +113,14 @@ class GemmRunner:
         d.start.value = 0
         total = (m // 16) * (n // 16)
         while True:
-            await ClockCycles(d.clk, chunk)
+            # A timer, not ClockCycles: no Python runs on the clock edges in between.
+            await Timer(chunk * CLOCK_NS, unit="ns")
             if progress:
                 with open(progress, "w") as f:
                     f.write(f"{d.tiles_done.value.to_unsigned()} {total} {d.cycles.value.to_unsigned()}\n")
             if d.done.value == 1:
                 break
-        out = self.peek(d_base, end - d_base).view(np.uint16 if acc_f16 else np.uint32).reshape(m, n)
+        out = (await self.peek(d_base, end - d_base)).view(np.uint16 if acc_f16 else np.uint32).reshape(m, n)
         return out, d.cycles.value.to_unsigned(), d.beats.value.to_unsigned()
 
 
@@ -103,7 +131,7 @@ async def job(dut):
     with np.load(os.environ["TCORE_JOB"]) as z:
         a, b, bf16, acc_f16 = z["a"], z["b"], bool(z["bf16"]), bool(z["acc_f16"])
     t0 = time.perf_counter()
-    d, cycles, beats = await r.run(a, b, bf16=bf16, acc_f16=acc_f16,
+    d, cycles, beats = await r.run(a, b, bf16=bf16, acc_f16=acc_f16, preloaded=True,
                                    progress=os.environ.get("TCORE_PROGRESS"))
     np.savez(os.environ["TCORE_RESULT"], d=d, cycles=cycles, beats=beats,
              sim_s=time.perf_counter() - t0)
