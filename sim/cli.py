@@ -174,6 +174,19 @@ def cmd_verilog(args) -> int:
     return EXIT_OK
 
 
+# -- probe ----------------------------------------------------------------------------------------
+
+def cmd_probe(args) -> int:
+    from golden.probe import ProbeError, run_probe
+
+    try:
+        written = run_probe(Path(args.out), tiles=args.tiles, seed=args.seed, nvcc=args.nvcc)
+    except ProbeError as e:
+        raise CliError(str(e)) from None
+    print(f"wrote {len(written)} files into {args.out}; check them with: tcore verify {args.out}/*.npz")
+    return EXIT_OK
+
+
 # -- layout ---------------------------------------------------------------------------------------
 
 def cmd_layout(args) -> int:
@@ -322,6 +335,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("-o", required=True, metavar="DIR", help="output folder")
     g.add_argument("--design", action="append", help="only this design (repeatable)")
     g.set_defaults(func=cmd_verilog)
+
+    pr = sub.add_parser("probe", help="capture this machine's GPU tensor-core results (needs nvcc and a GPU)")
+    pr.add_argument("--out", required=True, metavar="DIR")
+    pr.add_argument("--tiles", type=int, default=512, help="tiles per input class")
+    pr.add_argument("--seed", type=int, default=2026)
+    pr.add_argument("--nvcc", default="nvcc")
+    pr.set_defaults(func=cmd_probe)
 
     lay = sub.add_parser("layout", help="the WMMA fragment layout (lane/slot map) of the RTL")
     lay.add_argument("--json", action="store_true", help="one JSON object keyed by fragment kind")
