@@ -62,7 +62,7 @@ class MatmulTWarp(wiring.Component):
             "tile_req": Out(1), "tile_ack": In(1), "tile": In(TileGrant), "tile_none": In(1),
             "a_addr": Out(ADDR_BITS), "a_data": In(WORD_BITS),
             "b_addr": Out(ADDR_BITS), "b_data": In(WORD_BITS),
-            "d_addr": Out(ADDR_BITS), "d_data": Out(WORD_BITS), "d_en": Out(1),
+            "d_addr": Out(ADDR_BITS), "d_data": Out(WORD_BITS), "d_en": Out(1), "d_ready": In(1),
             "stored": Out(1),                   # one clock per tile written to D
             "beats": Out(1),                    # one clock per beat accepted by the core
             "idle": Out(1),
@@ -234,6 +234,7 @@ class MatmulTWarp(wiring.Component):
                      bank.sr_line.eq(st_line), bank.sr_word.eq(st_word)]
         with m.If(storing):
             m.d.comb += [self.d_en.eq(1), self.d_addr.eq(st_row + st_word), self.d_data.eq(bank.sr_data)]
+        with m.If(storing & self.d_ready):
             with m.If(st_word == wpl - 1):
                 m.d.sync += [st_word.eq(0), st_line.eq(st_line + 1), st_row.eq(st_row + d_stride)]
             with m.Else():
@@ -264,7 +265,8 @@ class GemmTop(wiring.Component):
     counts core beats (64 FMA each), so utilisation = beats / (cycles * cores).
 
     The memory (``lib.memory.Memory``, ``mem_words`` words of 128 bits) models global memory
-    with two read ports and one write port per warp, and a host port for benches.
+    with two read ports per warp and one write port, shared by the warps' storers (lowest
+    warp first; a storer waits while another writes) and the bench's host port.
 
     Parameters
     ----------
@@ -301,9 +303,13 @@ class GemmTop(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.mem = mem = memory.Memory(shape=WORD_BITS, depth=self._mem_words, init=[])
-        hrd, hwr = mem.read_port(), mem.write_port()
-        m.d.comb += [hrd.addr.eq(self.host_addr), self.host_rdata.eq(hrd.data),
-                     hwr.addr.eq(self.host_addr), hwr.data.eq(self.host_wdata), hwr.en.eq(self.host_we)]
+        hrd, wr = mem.read_port(), mem.write_port()
+        m.d.comb += [hrd.addr.eq(self.host_addr), self.host_rdata.eq(hrd.data)]
+        # One write port (several make simulators copy the whole array every clock): the host
+        # port while a bench writes, else the lowest-numbered warp that has a word to store.
+        with m.If(self.host_we):
+            m.d.comb += [wr.addr.eq(self.host_addr), wr.data.eq(self.host_wdata), wr.en.eq(1)]
+        writer_busy = self.host_we
         cfg = Signal(GemmConfig)
         run = Signal()
         total = Signal(16)
@@ -318,11 +324,16 @@ class GemmTop(wiring.Component):
         granted = Signal()
         for w, warp in enumerate(self.warps):
             m.submodules[f"warp{w}"] = warp
-            rd_a, rd_b, wr = mem.read_port(), mem.read_port(), mem.write_port()
+            rd_a, rd_b = mem.read_port(), mem.read_port()
+            with m.If(warp.d_en & ~writer_busy):
+                m.d.comb += [wr.addr.eq(warp.d_addr), wr.data.eq(warp.d_data), wr.en.eq(1),
+                             warp.d_ready.eq(1)]
+            busy_next = Signal(name=f"writer_busy{w}")
+            m.d.comb += busy_next.eq(writer_busy | warp.d_en)
+            writer_busy = busy_next
             m.d.comb += [warp.cfg.eq(cfg), warp.run.eq(run),
                          rd_a.addr.eq(warp.a_addr), warp.a_data.eq(rd_a.data),
                          rd_b.addr.eq(warp.b_addr), warp.b_data.eq(rd_b.data),
-                         wr.addr.eq(warp.d_addr), wr.data.eq(warp.d_data), wr.en.eq(warp.d_en),
                          warp.tile.ti.eq(next_ti), warp.tile.tj.eq(next_tj),
                          warp.tile_none.eq(issued == total)]
             # One grant per clock, lowest-numbered requesting warp first.

@@ -336,13 +336,17 @@ class WarpTop(wiring.Component):
         m.submodules.seq = seq = self.seq
         m.submodules.mem = mem = memory.Memory(shape=WORD_BITS, depth=self._mem_words, init=[])
         rd, hrd = mem.read_port(), mem.read_port()
-        wr, hwr = mem.write_port(), mem.write_port()
+        wr = mem.write_port()       # one write port: several make simulators copy the array
         wiring.connect(m, wiring.flipped(self.cmd), seq.cmd)
         wiring.connect(m, seq.resp, wiring.flipped(self.resp))
         m.d.comb += [
             rd.addr.eq(seq.mem_rd_addr), seq.mem_rd_data.eq(rd.data),
-            wr.addr.eq(seq.mem_wr_addr), wr.data.eq(seq.mem_wr_data), wr.en.eq(seq.mem_wr_en),
             hrd.addr.eq(self.host_addr), self.host_rdata.eq(hrd.data),
-            hwr.addr.eq(self.host_addr), hwr.data.eq(self.host_wdata), hwr.en.eq(self.host_we),
         ]
+        # The host writes while the sequencer is idle; it wins if both write.
+        with m.If(self.host_we):
+            m.d.comb += [wr.addr.eq(self.host_addr), wr.data.eq(self.host_wdata), wr.en.eq(1)]
+        with m.Else():
+            m.d.comb += [wr.addr.eq(seq.mem_wr_addr), wr.data.eq(seq.mem_wr_data),
+                         wr.en.eq(seq.mem_wr_en)]
         return m

@@ -50,8 +50,8 @@ def setup_path():
     mk = os.environ.get("MAKEFLAGS", "")
     if "CFG_CXXFLAGS_PCH_I" not in mk:
         mk = (mk + " CFG_CXXFLAGS_PCH_I=-include").strip()
-    if "OPT_SLOW" not in mk:       # gcc at -Os on huge generated files is the slow part
-        mk += " OPT_SLOW=-O0 OPT_FAST=-O1 OPT_GLOBAL=-O1"
+    if "OPT_SLOW" not in mk:       # optimise the per-clock code; the run-once code builds faster at -O0
+        mk += " OPT_SLOW=-O0 OPT_FAST=-O2 OPT_GLOBAL=-O1"
     os.environ["MAKEFLAGS"] = mk
 
 
@@ -161,6 +161,27 @@ def _lock(path: Path):
     return f
 
 
+def _verilator_runner():
+    """cocotb's Verilator runner without ``--public-flat-rw`` on every signal.
+
+    Making every signal of a large design writable through VPI stops Verilator from
+    scheduling the logic: a 60 k-flop design then spends milliseconds per clock re-evaluating
+    combinational logic that did not change.  The benches touch only the top module, which
+    ``public.vlt`` (written next to the build) makes readable and writable.
+    """
+    from cocotb_tools.runner import Verilator
+
+    class _Runner(Verilator):
+        def _build_command(self):
+            cmds = super()._build_command()
+            for cmd in cmds:
+                while "--public-flat-rw" in cmd:
+                    cmd.remove("--public-flat-rw")
+            return cmds
+
+    return _Runner()
+
+
 def build(sim: str, design: str, params: dict | None = None, waves: bool = False):
     """Build ``design`` for ``sim``; return ``(runner, build_dir)``.  Cheap when up to date."""
     from cocotb_tools.runner import get_runner
@@ -171,17 +192,22 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
     bdir = build_dir(sim, design, params, waves)
     with _lock(build_root() / f".{bdir.name}.lock"):
         src = sim_verilog(verilog_for(design, params), sim)
-        runner = get_runner(sim)
+        runner = _verilator_runner() if sim == "verilator" else get_runner(sim)
         runner.log.addFilter(_quiet_rebuild)
         args = []
+        sources = [src]
         if sim == "verilator":
-            # The generated C++ of the larger designs takes gcc many minutes at -Os; the
-            # simulation is dominated by cocotb's per-clock Python, not by the model's speed.
+            vlt = bdir / "public.vlt"
+            bdir.mkdir(parents=True, exist_ok=True)
+            text = f'`verilator_config\npublic_flat_rw -module "{design}" -var "*"\n'
+            if not (vlt.exists() and vlt.read_text() == text):
+                vlt.write_text(text)
+            sources.insert(0, vlt)        # the runner takes the language from the last source
             # --no-timing: the only delays are the bench hooks' "#1", which Verilator runs at
             # time 0 after the memory's initial block (blocks run in source order).
             args = ["--no-timing", "-Wno-fatal", "-Wno-lint", "-Wno-style", "-O3", "--x-assign", "fast",
                     "--x-initial", "fast", "-j", "0", "--output-split", "20000",
-                    "--output-split-cfuncs", "2000", "-CFLAGS", "-O0"]
+                    "--output-split-cfuncs", "2000"]
             if waves:
                 args += ["--trace-fst"] if _have_lz4() else ["--trace"]
         log = bdir / "build.log"
@@ -189,7 +215,7 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
         chatter = io.StringIO()      # the runner prints "Skipping compilation" and the like
         try:
             with contextlib.redirect_stdout(chatter):
-                runner.build(sources=[src], hdl_toplevel=design, build_dir=bdir, build_args=args,
+                runner.build(sources=sources, hdl_toplevel=design, build_dir=bdir, build_args=args,
                              waves=waves, always=False, timescale=("1ns", "1ps"), log_file=log)
         except (SystemExit, RuntimeError) as e:     # the runner exits or raises on a failed build
             raise SimError(f"{sim} build of {design} failed; see {log}") from e
