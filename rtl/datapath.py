@@ -180,18 +180,23 @@ class Normaliser(wiring.Component):
         return m
 
 
-class PackFP32(wiring.Component):
-    """Round toward zero to FP32: value = (-1)**neg * mag * 2**(e - 25).
-
-    ``e`` is the block exponent E; ``msb`` the leading-one index of ``mag``.  Subnormal results
-    are kept, magnitudes of 2**128 or more give Inf, zero gives +0.
-    """
+class _Packer(wiring.Component):
+    """The ports of both packers: value = (-1)**neg * mag * 2**(e - 25), ``msb`` the leading
+    one of ``mag``, ``bits`` the result (FP16 in the low half)."""
 
     mag: In(ACC_WIDTH - 1)
     msb: In(range(ACC_WIDTH))
     neg: In(1)
     e: In(signed(E_WIDTH))
     bits: Out(32)
+
+
+class PackFP32(_Packer):
+    """Round toward zero to FP32: value = (-1)**neg * mag * 2**(e - 25).
+
+    ``e`` is the block exponent E; ``msb`` the leading-one index of ``mag``.  Subnormal results
+    are kept, magnitudes of 2**128 or more give Inf, zero gives +0.
+    """
 
     def elaborate(self, platform):
         m = Module()
@@ -218,18 +223,12 @@ class PackFP32(wiring.Component):
         return m
 
 
-class PackFP16(wiring.Component):
+class PackFP16(_Packer):
     """Round to nearest-even to FP16, once, from the exact sum: value = (-1)**neg * mag * 2**(e - 25).
 
     Overflow gives Inf, zero (also a nonzero sum that rounds to zero) gives +0.  The caller has
     already raised E to the FP16-output floor (-21), which bounds the shifts here.
     """
-
-    mag: In(ACC_WIDTH - 1)
-    msb: In(range(ACC_WIDTH))
-    neg: In(1)
-    e: In(signed(E_WIDTH))
-    bits: Out(32)
 
     def elaborate(self, platform):
         m = Module()

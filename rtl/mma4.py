@@ -151,7 +151,7 @@ class MMA4(wiring.Component):
         accept = self.i.valid & self.i.ready
 
         ua, ub = self._unpackers(m, "xa", beat.a, bf16_in), self._unpackers(m, "xb", beat.b, bf16_in)
-        uc = self._addend_unpackers(m, "xc", beat.c, f16_in)
+        uc = self._unpackers(m, "xc", beat.c, f16_in, UnpackAddend)
         beat_e = []
         for i in range(4):
             for j in range(4):
@@ -215,7 +215,7 @@ class MMA4(wiring.Component):
         # ---- multiply: 64 exact products --------------------------------------------------
         pa = self._unpackers(m, "ua", data.View(data.ArrayLayout(16, 16), x_a), x_bf16)
         pb = self._unpackers(m, "ub", data.View(data.ArrayLayout(16, 16), x_b), x_bf16)
-        pc = self._addend_unpackers(m, "uc", data.View(data.ArrayLayout(32, 16), x_c), x_f16)
+        pc = self._unpackers(m, "uc", data.View(data.ArrayLayout(32, 16), x_c), x_f16, UnpackAddend)
         prods = []
         for i in range(4):
             for j in range(4):
@@ -301,19 +301,11 @@ class MMA4(wiring.Component):
         return m
 
     @staticmethod
-    def _unpackers(m, prefix, elems, bf16):
+    def _unpackers(m, prefix, elems, flag, cls=Unpack):
+        """16 unpackers of ``cls`` on ``elems``; ``flag`` is their format select input."""
         outs = []
         for x in range(16):
-            u = m.submodules[f"{prefix}{x}"] = Unpack()
-            m.d.comb += [u.bits.eq(elems[x]), u.bf16.eq(bf16)]
-            outs.append(u.o)
-        return outs
-
-    @staticmethod
-    def _addend_unpackers(m, prefix, elems, f16):
-        outs = []
-        for x in range(16):
-            u = m.submodules[f"{prefix}{x}"] = UnpackAddend()
-            m.d.comb += [u.bits.eq(elems[x]), u.f16.eq(f16)]
+            u = m.submodules[f"{prefix}{x}"] = cls()
+            m.d.comb += [u.bits.eq(elems[x]), (u.bf16 if cls is Unpack else u.f16).eq(flag)]
             outs.append(u.o)
         return outs
