@@ -210,6 +210,8 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
                     "--output-split-cfuncs", "2000"]
             if waves:
                 args += ["--trace-fst"] if _have_lz4() else ["--trace"]
+                if design == "gemm":    # every bank register of every warp would be gigabytes
+                    args += ["--trace-depth", "3"]
         log = bdir / "build.log"
         bdir.mkdir(parents=True, exist_ok=True)
         chatter = io.StringIO()      # the runner prints "Skipping compilation" and the like
