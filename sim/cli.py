@@ -57,8 +57,10 @@ def cmd_verify(args) -> int:
     rtl = args.backend in RTL_BACKENDS
     for path, data, prob in jobs:
         k = prob.kernel
-        # A whole GEMM on an RTL backend runs on the GEMM top, unless a tile path is asked for.
-        whole = prob.gemm is not None and rtl and args.through in (None, "gemm")
+        # A whole GEMM on an RTL backend runs on the GEMM top, unless a tile path is asked for
+        # or only some tiles are (the GEMM top computes every tile).
+        whole = prob.gemm is not None and rtl and (args.through == "gemm" or
+                                                   (args.through is None and args.tiles is None))
         if whole and np.any(data[k.c_key] != 0):
             print(f"{Path(path).name}: C is not zero (the GEMM top computes matmulT's A*B): "
                   "running its tiles through the core")
@@ -307,8 +309,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--kernel", default="all", choices=["f16_f32", "bf16_f32", "f16_f16", "all"])
     v.add_argument("--backend", default="golden")
     v.add_argument("--through", default=None, choices=["core", "wmma", "gemm"],
-                   help="RTL path: tiles straight into the MMA core (default for tile files), "
-                        "memory -> WMMA ops -> memory, or the GEMM top (default for whole GEMMs)")
+                   help="RTL path: tiles straight into the MMA core (the default, but for whole "
+                        "GEMMs without --tiles), memory -> WMMA ops -> memory, or the GEMM top")
     v.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
     v.add_argument("--tiles", type=int, default=None, metavar="N",
                    help="only the first N tiles (16x16 output tiles of a whole GEMM)")
