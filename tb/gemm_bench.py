@@ -99,7 +99,7 @@ class GemmRunner:
         await Timer(1, unit="ns")
         return read_memh(path, nwords)
 
-    async def run(self, a, b, *, bf16, acc_f16, progress=None, chunk=4096, preloaded=False):
+    async def run(self, a, b, *, bf16, acc_f16, progress=None, chunk=1024, preloaded=False):
         d = self.dut
         m, k = a.shape
         n = b.shape[1]
