@@ -34,7 +34,8 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
     if a.shape[2] % 16:
         raise BackendError(f"the RTL runs K in steps of 16; K = {a.shape[2]} is not a multiple of 16")
     if through not in ("core", "wmma"):
-        raise BackendError(f"--through must be core or wmma, not {through!r}")
+        raise BackendError(f"--through {through} runs whole-GEMM files only; tiles go through "
+                           "core or wmma")
     if through == "wmma" and backend == "amaranth":
         raise BackendError("--through wmma runs on icarus or verilator (the warp design is too "
                            "large for Amaranth's simulator)")
