@@ -106,6 +106,14 @@ _MEMORY_HOOKS = """
     #1;
     if ($value$plusargs("TCORE_MEMH_IN=%s", tcore_memh_in)) $readmemh(tcore_memh_in, mem);
   end
+  // A bench loads words tcore_dump_lo..tcore_dump_hi from +TCORE_MEMH_LOAD=file at run time
+  // by raising tcore_load (between clock edges, with the design idle).
+  reg [8*512-1:0] tcore_memh_load;
+  reg tcore_load = 1'b0;
+  always @(posedge tcore_load) begin
+    if (!$value$plusargs("TCORE_MEMH_LOAD=%s", tcore_memh_load)) tcore_memh_load = "tcore_load.memh";
+    $readmemh(tcore_memh_load, mem, tcore_dump_lo, tcore_dump_hi);
+  end
   always @(posedge tcore_dump) begin
     if (!$value$plusargs("TCORE_MEMH_OUT=%s", tcore_memh_out)) tcore_memh_out = "tcore_dump.memh";
     $writememh(tcore_memh_out, mem, tcore_dump_lo, tcore_dump_hi);
@@ -128,7 +136,9 @@ def sim_verilog(path: Path, sim: str) -> Path:
     """
     out = path.with_name(f"{path.stem}-{sim}.v")
     stamp = path.with_suffix(".hash")
-    key = (stamp.read_text() if stamp.exists() else "") + sim
+    # The adjustments are part of the key: editing them rewrites every simulator's source.
+    adjust = hashlib.sha256((_MEMORY_HOOKS + _TRIGGER.pattern).encode()).hexdigest()[:8]
+    key = (stamp.read_text() if stamp.exists() else "") + sim + adjust
     ostamp = out.with_suffix(".hash")
     if out.exists() and ostamp.exists() and ostamp.read_text() == key:
         return out
@@ -253,6 +263,14 @@ def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None,
     extra = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
              "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING" if quiet else "INFO")}
     extra.update(env or {})
+    # Each run gets its own memory load/dump files (runs of one design share its folder).
+    plusargs, scratch = list(plusargs), []
+    for key in ("TCORE_MEMH_LOAD", "TCORE_MEMH_OUT"):
+        if key not in extra:
+            extra[key] = str(bdir / f"{key.lower()}-{results.stem}.memh")
+            scratch.append(Path(extra[key]))
+        if not any(p.startswith(f"+{key}=") for p in plusargs):
+            plusargs.append(f"+{key}={extra[key]}")
     log = bdir / f"run-{os.getpid()}.log" if quiet else None
     try:
         with contextlib.redirect_stdout(io.StringIO()):   # runner chatter, not the simulator's
@@ -261,6 +279,9 @@ def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None,
                         seed=seed, log_file=log, plusargs=list(plusargs))
     except SystemExit:      # cocotb's runner exits when a test fails; the XML says which
         pass
+    finally:
+        for f in scratch:
+            f.unlink(missing_ok=True)
     failures = _failures(results)
     if failures:
         why = ""

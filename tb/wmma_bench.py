@@ -19,7 +19,7 @@ import time
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ReadOnly, RisingEdge
+from cocotb.triggers import ReadOnly, RisingEdge, Timer
 
 from golden import mma
 from golden.wmma import (Fragment, fill_fragment, load_matrix_sync, mma_sync, store_matrix_sync)
@@ -59,6 +59,37 @@ class Warp:
             d.host_we.value = 1
             await RisingEdge(d.clk)
         d.host_we.value = 0
+
+    async def load_mem(self, addr: int, data: np.ndarray):
+        """Put bytes at a 16-byte-aligned address in zero clocks, through the memory load hook
+        (``sim.runner``): a K=2048 tile is 8 k words, which per-clock host writes take
+        minutes to send on Icarus.  The design must be idle."""
+        from tb.gemm_bench import write_memh
+        d = self.dut
+        path = os.environ.get("TCORE_MEMH_LOAD", "tcore_load.memh")
+        data = np.asarray(data, np.uint8)
+        write_memh(path, data)
+        d.tcore_dump_lo.value, d.tcore_dump_hi.value = addr // 16, addr // 16 + len(data) // 16 - 1
+        await Timer(1, unit="ns")
+        d.tcore_load.value = 1
+        await Timer(1, unit="ns")
+        d.tcore_load.value = 0
+        await RisingEdge(d.clk)
+        self.cycle += 1
+
+    async def dump_mem(self, addr: int, nbytes: int) -> np.ndarray:
+        """Read bytes at once through the memory dump hook (``sim.runner``)."""
+        from tb.gemm_bench import read_memh
+        d = self.dut
+        path = os.environ.get("TCORE_MEMH_OUT", "tcore_dump.memh")
+        d.tcore_dump_lo.value, d.tcore_dump_hi.value = addr // 16, addr // 16 + nbytes // 16 - 1
+        await Timer(1, unit="ns")
+        d.tcore_dump.value = 1
+        await Timer(1, unit="ns")
+        d.tcore_dump.value = 0
+        await RisingEdge(d.clk)
+        self.cycle += 1
+        return read_memh(path, nbytes // 16)
 
     async def read_mem(self, addr: int, nbytes: int) -> np.ndarray:
         d = self.dut
@@ -144,11 +175,11 @@ async def run_tile(w: Warp, a, b, c, *, bf16, acc_f16, **layout):
             mem[b_addr + col * ldb * 2:b_addr + col * ldb * 2 + 2 * k] = np.ascontiguousarray(b[:, col]).view(np.uint8)
     put_matrix(mem, c_addr, c, ldc, layout.get("c_col", False))
     end = d_addr + 16 * ldc * esz
-    await w.write_mem(0, mem[:(end + 15) // 16 * 16])
+    await w.load_mem(0, mem[:(end + 15) // 16 * 16])
     resps = await w.run(tile_program(k, a_addr, lda, b_addr, ldb, c_addr, d_addr, ldc,
                                      bf16=bf16, acc_f16=acc_f16, **layout))
     assert not any(r["error"] for _, r in resps), f"a command was refused: {resps}"
-    out = await w.read_mem(d_addr, 16 * ldc * esz)
+    out = await w.dump_mem(d_addr, 16 * ldc * esz)
     return get_matrix(out, 0, ldc, np.uint16 if acc_f16 else np.uint32, layout.get("d_col", False))
 
 
