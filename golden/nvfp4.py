@@ -22,7 +22,8 @@ Special values (all tested):
 * E8M0 codes 253 and 254 overflow BF16 for the largest elements: those decode to +-Inf.
 * ``quantize`` refuses NaN and Inf inputs (:class:`QuantizeError`): a NaN or Inf would make
   every scale of its tensor meaningless.  An all-zero tensor has tensor scale 1.0; a block whose
-  scale decodes to 0 (all zero, or too small for E4M3 next to the tensor's amax) has all codes 0.
+  scale decodes to 0 (all zero, or too small for E4M3 next to the tensor's amax) has all codes 0;
+  so does a whole tensor whose amax/2688 underflows float32 (amax below about 3e-42).
 """
 
 from __future__ import annotations
@@ -188,7 +189,8 @@ def quantize(x, fmt: str = "nvfp4") -> Quantized:
     if fmt == "nvfp4":
         amax = np.abs(x).max()
         ts = np.float32(amax) / np.float32(E2M1_MAX * E4M3_MAX) if amax > 0 else np.float32(1.0)
-        bs = np.minimum(bamax / (np.float32(E2M1_MAX) * ts), np.float32(E4M3_MAX)).astype(np.float32)
+        with np.errstate(divide="ignore"):    # a tensor scale that underflowed to 0
+            bs = np.minimum(bamax / (np.float32(E2M1_MAX) * ts), np.float32(E4M3_MAX)).astype(np.float32)
         scales = e4m3_encode(bs)
         denom = (e4m3_decode(scales) * ts).astype(np.float32)
     else:

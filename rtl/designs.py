@@ -20,7 +20,17 @@ def _gemm(**kw):
     return GemmTop(**kw)
 
 
-DESIGNS = {"mma4": _mma4, "wmma": _wmma, "gemm": _gemm}
+def _fp4dec(**kw):
+    from .nvfp4 import Fp4Decoder
+    return Fp4Decoder(registered=True, **kw)
+
+
+def _fp4gemm(**kw):
+    from .nvfp4 import Fp4GemmTop
+    return Fp4GemmTop(**kw)
+
+
+DESIGNS = {"mma4": _mma4, "wmma": _wmma, "gemm": _gemm, "fp4dec": _fp4dec, "fp4gemm": _fp4gemm}
 
 
 def make(name: str, **params):
@@ -32,7 +42,8 @@ def make(name: str, **params):
 
 
 # The parameters ``tcore verilog`` and ``make lint`` use: what the benches build.
-LINT_PARAMS = {"mma4": {}, "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768}}
+LINT_PARAMS = {"mma4": {}, "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768},
+               "fp4dec": {"lanes": 16}, "fp4gemm": {"cores": 1, "mem_words": 32768}}
 
 
 def to_verilog(name: str, **params) -> str:

@@ -232,6 +232,7 @@ class Fp4GemmTop(wiring.Component):
 
     def __init__(self, *, cores: int = 1, mem_words: int = 32768, stages: int = 2):
         self.gemm = GemmTop(cores=cores, mem_words=mem_words, stages=stages)
+        self.gemm._MustUse__silence = True       # built into this module, not elaborated
         abits = (mem_words - 1).bit_length()
         super().__init__({
             "cfg": In(GemmConfig), "fcfg": In(Fp4Config), "start": In(1),
@@ -243,7 +244,16 @@ class Fp4GemmTop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.gemm = gemm = self.gemm
+        # The GEMM top is built into this module (not as a submodule) so that the memory is the
+        # top module's, where simulation benches find it.
+        from types import SimpleNamespace
+        g = self.gemm
+        gemm = SimpleNamespace(
+            cfg=Signal(GemmConfig), start=Signal(), busy=Signal(), done=Signal(),
+            cycles=Signal(32), beats=Signal(32), tiles_done=Signal(16),
+            host_addr=Signal.like(self.host_addr), host_wdata=Signal(WORD_BITS), host_we=Signal(),
+            host_rdata=Signal(WORD_BITS))
+        g.build_into(m, gemm)
         m.submodules.dec = dec = Fp4Decoder(lanes=WORD_BITS // 16)
         m.submodules.scale = scale = Fp32Scale()
 

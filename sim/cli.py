@@ -116,6 +116,8 @@ def cmd_gemm(args) -> int:
     from sim.runner import SimError
 
     t0 = time.perf_counter()
+    if args.format in ("nvfp4", "mxfp4"):
+        return _gemm_fp4(args, t0)
     in_fmt, out_fmt = args.format, {"f32": "fp32", "f16": "fp16"}[args.acc]
     try:
         check_gemm(args.m, args.n, args.k, in_fmt, out_fmt)
@@ -152,6 +154,77 @@ def cmd_gemm(args) -> int:
     print(f"  bit-exact       {'yes' if mismatches == 0 else 'NO'}: {mismatches} of {d.size} outputs differ "
           "from the golden model")
     print(f"  max |D - fp64|  {err:.3g}  (float64 product of the same inputs)")
+    if info.get("waves"):
+        print(f"  waveform        {info['waves']}")
+    if args.json:
+        print(json.dumps(r))
+    return EXIT_OK if mismatches == 0 else EXIT_MISMATCH
+
+
+def _gemm_fp4(args, t0) -> int:
+    """``tcore gemm --format nvfp4|mxfp4``: quantise random float32 A and B with the golden
+    quantiser, run the block-scaled GEMM, check it bit for bit, and measure what 4 bits cost
+    against the float64 product of the unquantised inputs."""
+    import time
+    import numpy as np
+    from golden import nvfp4
+    from golden.gemm import check_gemm
+    from sim.gemm import run_fp4_gemm
+    from sim.runner import SimError
+
+    fmt = args.format
+    block = nvfp4.FORMATS[fmt]["block"]
+    try:
+        check_gemm(args.m, args.n, args.k)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    if args.k % block:
+        raise CliError(f"{fmt} blocks K by {block}: --k must be a multiple of {block}, not {args.k}")
+    if args.acc != "f32":
+        raise CliError(f"{fmt} GEMMs accumulate in FP32 (the tensor scales apply to the FP32 "
+                       "result): use --acc f32")
+    if args.arch != "hopper":
+        raise CliError(f"{fmt} runs on the Hopper FP16/BF16 arithmetic only, not --arch {args.arch}")
+    rng = np.random.default_rng(args.seed)
+    a = rng.standard_normal((args.m, args.k)).astype(np.float32)
+    b = rng.standard_normal((args.k, args.n)).astype(np.float32)
+    qa, qbt = nvfp4.quantize(a, fmt), nvfp4.quantize(np.ascontiguousarray(b.T), fmt)
+    try:
+        d, info = run_fp4_gemm(args.backend, qa, qbt, cores=args.cores, waves=args.waves,
+                               progress=not args.json)
+    except SimError as e:
+        raise CliError(str(e)) from None
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    want = nvfp4.gemm(qa, qbt)
+    mismatches = int((d != want).sum())
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    got = d.view(np.float32).astype(np.float64)
+    rel = float(np.linalg.norm(got - exact) / np.linalg.norm(exact))
+    cycles, gcycles = info["cycles"], info.get("gemm_cycles")
+    fma = args.m * args.n * args.k
+    peak = 64 * args.cores
+    r = {"m": args.m, "n": args.n, "k": args.k, "format": fmt, "acc": "fp32", "cores": args.cores,
+         "backend": args.backend, "cycles": cycles, "gemm_cycles": gcycles,
+         "fma_per_cycle": fma / cycles if cycles else None, "peak_fma_per_cycle": peak,
+         "utilization": fma / cycles / peak if cycles else None,
+         "gemm_utilization": fma / gcycles / peak if gcycles else None,
+         "mismatches": mismatches, "rel_err_vs_fp64": rel,
+         "tensor_scale_a": float(qa.tensor_scale), "tensor_scale_b": float(qbt.tensor_scale),
+         "wall_s": time.perf_counter() - t0,
+         "sim_cycles_per_s": cycles / info["sim_s"] if cycles else None, "seed": args.seed}
+    if info.get("waves"):
+        r["waves"] = str(info["waves"])
+    print(f"GEMM {args.m}x{args.n}x{args.k} {fmt} (decoded to {nvfp4.FORMATS[fmt]['decoded']}) -> fp32 "
+          f"on {args.backend}")
+    if cycles:
+        print(f"  cycles          {cycles} in all: decode + {gcycles} GEMM + epilogue "
+              f"({r['sim_cycles_per_s']:.0f} simulated cycles/s)")
+        print(f"  FMA per clock   {r['fma_per_cycle']:.1f} of {peak} peak overall, "
+              f"{fma / gcycles:.1f} in the GEMM (utilisation {r['gemm_utilization']:.3f})")
+    print(f"  bit-exact       {'yes' if mismatches == 0 else 'NO'}: {mismatches} of {d.size} outputs differ "
+          "from the golden model")
+    print(f"  rel. error      {rel:.4g}  (Frobenius, vs the float64 product of the unquantised inputs)")
     if info.get("waves"):
         print(f"  waveform        {info['waves']}")
     if args.json:
@@ -322,7 +395,9 @@ def build_parser() -> argparse.ArgumentParser:
     gm.add_argument("--m", type=int, required=True)
     gm.add_argument("--n", type=int, required=True)
     gm.add_argument("--k", type=int, required=True)
-    gm.add_argument("--format", default="fp16", choices=["fp16", "bf16"])
+    gm.add_argument("--format", default="fp16", choices=["fp16", "bf16", "nvfp4", "mxfp4"],
+                    help="operands: FP16/BF16 bits, or float32 quantised to NVFP4/MXFP4 and decoded "
+                         "by the FP4 front end")
     gm.add_argument("--acc", default="f32", choices=["f32", "f16"])
     gm.add_argument("--cores", type=int, default=1, help="4x4x4 cores (warps), 1..8")
     gm.add_argument("--backend", default="verilator", choices=["golden", "amaranth", "icarus", "verilator"])

@@ -19,7 +19,7 @@ from golden.gemm import check_gemm, matmul_t
 
 from .runner import build_dir, build_root, run_bench, wave_file
 
-__all__ = ["run_gemm", "gemm_params", "MEM_WORDS"]
+__all__ = ["run_gemm", "run_fp4_gemm", "gemm_params", "MEM_WORDS"]
 
 MEM_WORDS = 32768       # 512 KiB: 256 x 256 x 256 with an FP32 D fits
 
@@ -55,15 +55,30 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, wave
         return _run_amaranth(a, b, in_fmt, out_fmt, params)
     if backend not in ("icarus", "verilator"):
         raise ValueError(f"Backend must be golden, amaranth, icarus or verilator, not {backend!r}")
+    # The operands go in as the memory's initial contents (A, then B: tb.gemm_bench.layout).
+    img = np.concatenate([a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1)])
+    job = dict(a=a, b=b, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
+    r = _run_design(backend, "gemm", "tb.gemm_bench", params, img, job, (m // 16) * (n // 16),
+                    waves=waves, progress=progress)
+    d = r["d"]
+    info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "sim_s": float(r["sim_s"])}
+    if waves:
+        info["waves"] = wave_file(backend, build_dir(backend, "gemm", params, True), "gemm")
+    return d, info
+
+
+def _run_design(backend, design, module, params, image, job: dict, tiles, *, waves, progress):
+    """Run ``module``'s ``job`` test on ``design`` with the memory preloaded with ``image``
+    (bytes) and ``job`` saved for the bench; show a progress bar; return the bench's results."""
+    from tb.gemm_bench import write_memh
+
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
-        from tb.gemm_bench import write_memh
         jpath, rpath, ppath, min_, mout = (os.path.join(tmp, f) for f in
                                            ("job.npz", "result.npz", "progress", "in.memh", "out.memh"))
-        np.savez(jpath, a=a, b=b, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
-        # The operands go in as the memory's initial contents (A, then B: tb.gemm_bench.layout).
-        write_memh(min_, np.concatenate([a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1)]))
+        np.savez(jpath, **job)
+        write_memh(min_, image)
         env = {"TCORE_JOB": jpath, "TCORE_RESULT": rpath, "TCORE_PROGRESS": ppath,
                "TCORE_MEMH_OUT": mout}
         plusargs = [f"+TCORE_MEMH_IN={min_}", f"+TCORE_MEMH_OUT={mout}"]
@@ -71,14 +86,13 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, wave
 
         def target():
             try:
-                run_bench(backend, "gemm", "tb.gemm_bench", "job", params=params, env=env,
+                run_bench(backend, design, module, "job", params=params, env=env,
                           waves=waves, quiet=True, plusargs=plusargs)
             except BaseException as e:       # reported in the caller's thread
                 err.append(e)
 
         th = threading.Thread(target=target, daemon=True)
         th.start()
-        tiles = (m // 16) * (n // 16)
         while th.is_alive():
             th.join(0.5)
             if progress and os.path.exists(ppath):
@@ -94,11 +108,42 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, wave
         if err:
             raise err[0]
         with np.load(rpath) as r:
-            d = r["d"]
-            info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "sim_s": float(r["sim_s"])}
+            return {key: r[key] for key in r.files}
+
+
+def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, waves=False, progress=True):
+    """D (FP32 bits) for quantised A (M x K) and B^T (N x K) on ``backend`` ("golden",
+    "icarus", "verilator"): the ``fp4gemm`` design decodes, runs matmulT and scales by the
+    tensor scales (:class:`rtl.nvfp4.Fp4GemmTop`); the golden model is :func:`golden.nvfp4.gemm`.
+    """
+    from golden import nvfp4
+
+    m, k = qa.codes.shape
+    n = qbt.codes.shape[0]
+    check_gemm(m, n, k, "fp16", "fp32")
+    if backend == "golden":
+        t = time.perf_counter()
+        d = nvfp4.gemm(qa, qbt)
+        return d, {"cycles": None, "beats": m * n * k // 64, "sim_s": time.perf_counter() - t}
+    if backend not in ("icarus", "verilator"):
+        raise ValueError(f"NVFP4/MXFP4 GEMMs run on golden, icarus or verilator, not {backend!r} "
+                         "(the fp4gemm design is too large for Amaranth's simulator)")
+    if max(m, n, k) // 16 > 255:
+        raise ValueError("M, N and K must be at most 4080 (255 tiles)")
+    from tb.fp4_bench import image
+    img, cfg, fcfg = image(qa, qbt)
+    if img.size // 16 > MEM_WORDS:
+        raise ValueError(f"a {m}x{k}x{n} {qa.fmt} GEMM needs {img.size // 16} memory words of 16 "
+                         f"bytes; the fp4gemm top is built with {MEM_WORDS} (512 KiB)")
+    params = gemm_params(cores)
+    job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()}}
+    r = _run_design(backend, "fp4gemm", "tb.fp4_bench", params, img, job, (m // 16) * (n // 16),
+                    waves=waves, progress=progress)
+    info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "gemm_cycles": int(r["gemm_cycles"]),
+            "sim_s": float(r["sim_s"])}
     if waves:
-        info["waves"] = wave_file(backend, build_dir(backend, "gemm", params, True), "gemm")
-    return d, info
+        info["waves"] = wave_file(backend, build_dir(backend, "fp4gemm", params, True), "fp4gemm")
+    return r["d"].astype(np.uint32), info
 
 
 def _run_amaranth(a, b, in_fmt, out_fmt, params):
