@@ -32,7 +32,7 @@ verilog: $(STAMP)
 	$(BIN)/tcore verilog -o build/verilog
 
 bench: $(STAMP)
-	$(BIN)/tcore bench golden
+	$(BIN)/tcore bench all
 
 clean:
 	rm -rf build .pytest_cache

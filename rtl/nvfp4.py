@@ -88,8 +88,14 @@ class Fp4Decoder(wiring.Component):
         es, ms = scale[3:7], scale[0:3]
         s_sig = Mux(es == 0, ms, Cat(ms, C(1, 1)))
         es1 = Mux(es == 0, 1, es)
+        # p = pe * S with pe = man (e = 0) or (2 + man) << (e - 1): shifts and one add, not a
+        # multiplier (synthesis would spend a DSP block on each 4 x 4 product).
         p = Signal(8)
-        m.d.comb += p.eq(pe * s_sig)
+        p_lin = Signal(6)
+        m.d.comb += p_lin.eq(Mux(e == 0, 0, s_sig.shift_left(1)) + Mux(man, s_sig, 0))
+        m.d.comb += p.eq(p_lin << (e - 1)[0:2])
+        with m.If(e == 0):
+            m.d.comb += p.eq(p_lin)
         lp = _lead(m, p, 8)
         f16 = Signal(16)
         with m.If(scale[7] | (scale[0:7] == 0x7F)):

