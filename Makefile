@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SIM    ?= verilator
 PYTEST_ARGS ?=
 
-.PHONY: venv sim test lint bench verilog clean
+.PHONY: venv sim test lint bench verilog synth plots clean
 
 venv: $(STAMP)
 
@@ -33,6 +33,16 @@ verilog: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/tcore bench all
+
+# FPGA flow (ECP5, out of context) for the MMA4 core; needs the synth extra (installed here).
+synth: $(STAMP)
+	$(BIN)/python -m pip install -q -e '.[synth]'
+	$(BIN)/tcore synth --design mma4
+
+# The pictures in docs/ (matplotlib comes with the test extra).
+plots: $(STAMP)
+	$(BIN)/tcore plot layout -o docs/layout.png
+	$(BIN)/tcore plot accumulation -o docs/accumulation.png
 
 clean:
 	rm -rf build .pytest_cache

@@ -88,9 +88,11 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     (work / f"{design}.v").write_text(to_verilog(design, **params))
     t1 = time.perf_counter()
     say(f"yosys synth_ecp5 (log {work / 'yosys.log'}) ...")
-    # ABC9 trips an assertion in this Yosys on the MMA4 core; classic ABC maps it fine.
-    script = (f"read_verilog {design}.v; synth_ecp5 -noabc9 -top {design} -json {design}.json; "
-              "tee -o stat.txt stat")
+    # synth_ecp5 with its LUT mapping step done by classic ABC instead of ABC9, which trips an
+    # assertion (rtlil.cc, count_id) in this Yosys on the MMA4 core after minutes of work.
+    script = (f"read_verilog {design}.v; synth_ecp5 -top {design} -run :map_luts; "
+              "techmap -map +/lattice/latches_map.v; abc -lut 4 -dress; clean; "
+              f"synth_ecp5 -top {design} -run map_cells: -json {design}.json; tee -o stat.txt stat")
     _run([yosys, "-q", "-p", script], work, "yosys.log", "yosys")
     t2 = time.perf_counter()
     say(f"yosys done in {t2 - t1:.0f} s; nextpnr-ecp5 {device} (log {work / 'nextpnr.log'}) ...")
