@@ -208,6 +208,12 @@ def test_block_scaled_gemm_semantics():
         alpha = np.float32(qa.tensor_scale) * np.float32(qbt.tensor_scale)
         want = (core.view(np.float32) * alpha).view(np.uint32)
         assert np.array_equal(d, want), fmt
+        # A given C joins the FP32 accumulation before the tensor scales apply.
+        assert np.array_equal(nvfp4.gemm(qa, qbt, np.zeros((32, 16), np.uint32)), d)
+        c = np.full((32, 16), np.float32(1.0)).view(np.uint32)
+        from golden.mma import mma
+        core_c = mma(ad, np.ascontiguousarray(bd.T), c, in_fmt="fp16" if f is np.float16 else "bf16")
+        assert np.array_equal(nvfp4.gemm(qa, qbt, c), (core_c.view(np.float32) * alpha).view(np.uint32))
 
 
 def test_scale_fp32_rounds_like_ieee_and_canonicalises_nan():
