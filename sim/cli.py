@@ -151,14 +151,8 @@ def cmd_gemm(args) -> int:
     if cycles:
         print(f"  cycles          {cycles}  ({r['sim_cycles_per_s']:.0f} simulated cycles/s)")
         print(f"  FMA per clock   {r['fma_per_cycle']:.1f} of {peak} peak  (utilisation {r['utilization']:.3f})")
-    print(f"  bit-exact       {'yes' if mismatches == 0 else 'NO'}: {mismatches} of {d.size} outputs differ "
-          "from the golden model")
-    print(f"  max |D - fp64|  {err:.3g}  (float64 product of the same inputs)")
-    if info.get("waves"):
-        print(f"  waveform        {info['waves']}")
-    if args.json:
-        print(json.dumps(r))
-    return EXIT_OK if mismatches == 0 else EXIT_MISMATCH
+    return _gemm_report(r, d.size, info, args.json,
+                        f"  max |D - fp64|  {err:.3g}  (float64 product of the same inputs)")
 
 
 def _gemm_fp4(args, t0) -> int:
@@ -222,14 +216,22 @@ def _gemm_fp4(args, t0) -> int:
               f"({r['sim_cycles_per_s']:.0f} simulated cycles/s)")
         print(f"  FMA per clock   {r['fma_per_cycle']:.1f} of {peak} peak overall, "
               f"{fma / gcycles:.1f} in the GEMM (utilisation {r['gemm_utilization']:.3f})")
-    print(f"  bit-exact       {'yes' if mismatches == 0 else 'NO'}: {mismatches} of {d.size} outputs differ "
+    return _gemm_report(r, d.size, info, args.json,
+                        f"  rel. error      {rel:.4g}  (Frobenius, vs the float64 product of the "
+                        "unquantised inputs)")
+
+
+def _gemm_report(r: dict, outputs: int, info: dict, as_json: bool, error_line: str) -> int:
+    """The last lines of ``tcore gemm``: bit-exactness, error, waveform, JSON; the exit status."""
+    bad = r["mismatches"]
+    print(f"  bit-exact       {'yes' if bad == 0 else 'NO'}: {bad} of {outputs} outputs differ "
           "from the golden model")
-    print(f"  rel. error      {rel:.4g}  (Frobenius, vs the float64 product of the unquantised inputs)")
+    print(error_line)
     if info.get("waves"):
         print(f"  waveform        {info['waves']}")
-    if args.json:
+    if as_json:
         print(json.dumps(r))
-    return EXIT_OK if mismatches == 0 else EXIT_MISMATCH
+    return EXIT_OK if bad == 0 else EXIT_MISMATCH
 
 
 # -- verilog --------------------------------------------------------------------------------------

@@ -19,7 +19,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
 from golden.nvfp4 import FORMATS, Quantized, decode_elements
-from tb.gemm_bench import GemmRunner
+from tb.gemm_bench import GemmRunner, pack_fields
 
 CLOCK_NS = 10
 
@@ -29,14 +29,7 @@ FCFG_FIELDS = [("a_codes", 20), ("a_scales", 20), ("b_codes", 20), ("b_scales", 
 
 def fcfg_word(**f) -> int:
     """Pack :class:`rtl.nvfp4.Fp4Config` (LSB first)."""
-    word, pos = 0, 0
-    for name, width in FCFG_FIELDS:
-        v = int(f.pop(name))
-        assert 0 <= v < (1 << width), f"{name}={v} does not fit in {width} bits"
-        word |= v << pos
-        pos += width
-    assert not f, f
-    return word
+    return pack_fields(FCFG_FIELDS, **f)
 
 
 def _words(nbytes: int) -> int:

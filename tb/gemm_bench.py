@@ -29,8 +29,14 @@ CFG_FIELDS = [("tiles_m", 8), ("tiles_n", 8), ("steps", 8), ("a_base", 20), ("b_
 
 
 def cfg_word(**f) -> int:
+    """Pack :class:`rtl.gemm.GemmConfig` (LSB first)."""
+    return pack_fields(CFG_FIELDS, **f)
+
+
+def pack_fields(fields, **f) -> int:
+    """Pack named fields LSB first, as a ``lib.data.Struct`` lays them out."""
     word, pos = 0, 0
-    for name, width in CFG_FIELDS:
+    for name, width in fields:
         v = int(f.pop(name))
         assert 0 <= v < (1 << width), f"{name}={v} does not fit in {width} bits"
         word |= v << pos

@@ -69,27 +69,26 @@ class Warp:
         path = os.environ.get("TCORE_MEMH_LOAD", "tcore_load.memh")
         data = np.asarray(data, np.uint8)
         write_memh(path, data)
-        d.tcore_dump_lo.value, d.tcore_dump_hi.value = addr // 16, addr // 16 + len(data) // 16 - 1
-        await Timer(1, unit="ns")
-        d.tcore_load.value = 1
-        await Timer(1, unit="ns")
-        d.tcore_load.value = 0
-        await RisingEdge(d.clk)
-        self.cycle += 1
+        await self._hook(d.tcore_load, addr, len(data))
 
     async def dump_mem(self, addr: int, nbytes: int) -> np.ndarray:
         """Read bytes at once through the memory dump hook (``sim.runner``)."""
         from tb.gemm_bench import read_memh
         d = self.dut
         path = os.environ.get("TCORE_MEMH_OUT", "tcore_dump.memh")
+        await self._hook(d.tcore_dump, addr, nbytes)
+        return read_memh(path, nbytes // 16)
+
+    async def _hook(self, trigger, addr: int, nbytes: int):
+        """Raise a memory hook's trigger for words addr/16 .. between clock edges; one clock."""
+        d = self.dut
         d.tcore_dump_lo.value, d.tcore_dump_hi.value = addr // 16, addr // 16 + nbytes // 16 - 1
         await Timer(1, unit="ns")
-        d.tcore_dump.value = 1
+        trigger.value = 1
         await Timer(1, unit="ns")
-        d.tcore_dump.value = 0
+        trigger.value = 0
         await RisingEdge(d.clk)
         self.cycle += 1
-        return read_memh(path, nbytes // 16)
 
     async def read_mem(self, addr: int, nbytes: int) -> np.ndarray:
         d = self.dut
