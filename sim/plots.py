@@ -61,7 +61,7 @@ def plot_layout(layout: dict, path: str):
         ax.set_yticks(range(0, 16, 4))
     fig.suptitle("m16n16k16 WMMA fragments as the RTL fragment bank holds them (equal to the H200's):"
                  " element labelled lane.slot, coloured by lane", fontsize=12)
-    fig.tight_layout(rect=(0, 0, 1, 0.97))
+    fig.tight_layout(rect=(0, 0, 1, 0.97), h_pad=3)
     fig.savefig(path, dpi=110)
     plt.close(fig)
 
