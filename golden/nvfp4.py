@@ -38,7 +38,7 @@ from .gemm import check_gemm, matmul_t
 __all__ = [
     "FORMATS", "E2M1_VALUES", "QuantizeError", "Quantized",
     "e2m1_decode", "e2m1_encode", "e4m3_decode", "e4m3_encode", "ue4m3_decode",
-    "e8m0_decode", "fp32_decode", "fp32_encode",
+    "e8m0_decode", "fp32_decode", "fp32_encode", "pack_codes",
     "quantize", "dequantize", "decode_elements", "decode_operand", "scale_fp32", "gemm",
 ]
 
@@ -151,11 +151,16 @@ class Quantized:
 
     def packed(self) -> np.ndarray:
         """Two codes per byte along the last axis, element 2k in the low nibble."""
-        c = self.codes
-        return (c[..., 0::2] | (c[..., 1::2] << 4)).astype(np.uint8)
+        return pack_codes(self.codes)
 
     def dequantize(self) -> np.ndarray:
         return dequantize(self)
+
+
+def pack_codes(codes) -> np.ndarray:
+    """E2M1 codes two per byte along the last axis, element 2k in the low nibble."""
+    c = np.asarray(codes, np.uint8)
+    return (c[..., 0::2] | (c[..., 1::2] << 4)).astype(np.uint8)
 
 
 def _check_input(x, fmt):

@@ -70,7 +70,7 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, wave
 def _run_design(backend, design, module, params, image, job: dict, tiles, *, waves, progress):
     """Run ``module``'s ``job`` test on ``design`` with the memory preloaded with ``image``
     (bytes) and ``job`` saved for the bench; show a progress bar; return the bench's results."""
-    from tb.gemm_bench import write_memh
+    from tb.memh import write_memh
 
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)

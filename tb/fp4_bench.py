@@ -18,8 +18,8 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
 
-from golden.nvfp4 import FORMATS, Quantized, decode_elements
-from tb.gemm_bench import GemmRunner, pack_fields
+from golden.nvfp4 import Quantized, decode_elements, pack_codes
+from tb.gemm_bench import GemmRunner, layout, pack_fields
 
 CLOCK_NS = 10
 
@@ -45,12 +45,11 @@ def image(qa: Quantized, qbt: Quantized):
     """
     m, k = qa.codes.shape
     n = qbt.codes.shape[0]
-    a_base, b_base, d_base = 0, m * k * 2 // 16, m * k * 2 // 16 + k * n * 2 // 16
-    parts = [np.zeros((d_base + m * n * 4 // 16) * 16, np.uint8)]
+    a_base, b_base, d_base, end = layout(m, n, k, acc_f16=False)
+    parts = [np.zeros(end * 16, np.uint8)]
     bases = {}
-    b_codes = Quantized(qbt.fmt, np.ascontiguousarray(qbt.codes.T), qbt.scales, qbt.tensor_scale)
     for name, arr in (("a_codes", qa.packed()), ("a_scales", qa.scales),
-                      ("b_codes", b_codes.packed()), ("b_scales", np.ascontiguousarray(qbt.scales.T))):
+                      ("b_codes", pack_codes(qbt.codes.T)), ("b_scales", qbt.scales.T)):
         bases[name] = sum(len(p) for p in parts) // 16
         raw = np.ascontiguousarray(arr, np.uint8).reshape(-1)
         parts.append(np.concatenate([raw, np.zeros(_words(raw.size) * 16 - raw.size, np.uint8)]))

@@ -21,7 +21,8 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, Timer
 
 from golden.gemm import matmul_t
-from tb.wmma_model import bytes_of, words_of
+from tb import memh
+from tb.wmma_model import words_of
 
 CLOCK_NS = 10
 CFG_FIELDS = [("tiles_m", 8), ("tiles_n", 8), ("steps", 8), ("a_base", 20), ("b_base", 20),
@@ -43,23 +44,6 @@ def pack_fields(fields, **f) -> int:
         pos += width
     assert not f, f
     return word
-
-
-def write_memh(path, image: np.ndarray):
-    """A byte image as $readmemh text: one 128-bit word (32 hex digits) per line."""
-    words = np.ascontiguousarray(image, np.uint8).reshape(-1, 16)[:, ::-1]
-    with open(path, "w") as f:
-        f.write("\n".join(w.tobytes().hex() for w in words))
-        f.write("\n")
-
-
-def read_memh(path, nwords) -> np.ndarray:
-    """$writememh text back to a byte image."""
-    lines = [ln.strip() for ln in open(path) if ln.strip() and not ln.startswith("//")]
-    if len(lines) != nwords:
-        raise AssertionError(f"memory dump has {len(lines)} words, expected {nwords}")
-    return np.frombuffer(b"".join(bytes.fromhex(ln.replace("x", "0").zfill(32))[::-1] for ln in lines),
-                         np.uint8).copy()
 
 
 def layout(m, n, k, acc_f16):
@@ -94,16 +78,8 @@ class GemmRunner:
         d.host_we.value = 0
 
     async def peek(self, base, nwords) -> np.ndarray:
-        """Read words base.. at once through the memory dump hook (see sim.runner)."""
-        d = self.dut
-        path = os.environ.get("TCORE_MEMH_OUT", "tcore_dump.memh")
-        d.tcore_dump_lo.value, d.tcore_dump_hi.value = base, base + nwords - 1
-        await Timer(1, unit="ns")
-        d.tcore_dump.value = 1
-        await Timer(1, unit="ns")
-        d.tcore_dump.value = 0
-        await Timer(1, unit="ns")
-        return read_memh(path, nwords)
+        """Read words base.. at once through the memory dump hook (``tb.memh``)."""
+        return await memh.dump(self.dut, base, nwords)
 
     async def run(self, a, b, *, bf16, acc_f16, progress=None, chunk=1024, preloaded=False):
         d = self.dut

@@ -13,16 +13,16 @@ MMA4 core), scoreboarded against ``golden.wmma``.
 from __future__ import annotations
 
 import os
-import random
 import time
 
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ReadOnly, RisingEdge, Timer
+from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden import mma
-from golden.wmma import (Fragment, fill_fragment, load_matrix_sync, mma_sync, store_matrix_sync)
+from golden.wmma import Fragment, mma_sync
+from tb import memh
 from tb.beats import Job
 from tb.wmma_model import Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
 
@@ -62,32 +62,19 @@ class Warp:
 
     async def load_mem(self, addr: int, data: np.ndarray):
         """Put bytes at a 16-byte-aligned address in zero clocks, through the memory load hook
-        (``sim.runner``): a K=2048 tile is 8 k words, which per-clock host writes take
-        minutes to send on Icarus.  The design must be idle."""
-        from tb.gemm_bench import write_memh
-        d = self.dut
-        path = os.environ.get("TCORE_MEMH_LOAD", "tcore_load.memh")
-        data = np.asarray(data, np.uint8)
-        write_memh(path, data)
-        await self._hook(d.tcore_load, addr, len(data))
+        (``tb.memh``): a K=2048 tile is 8 k words, which per-clock host writes take minutes to
+        send on Icarus.  The design must be idle."""
+        await memh.load(self.dut, addr // 16, data)
+        await self._next_clock()
 
     async def dump_mem(self, addr: int, nbytes: int) -> np.ndarray:
-        """Read bytes at once through the memory dump hook (``sim.runner``)."""
-        from tb.gemm_bench import read_memh
-        d = self.dut
-        path = os.environ.get("TCORE_MEMH_OUT", "tcore_dump.memh")
-        await self._hook(d.tcore_dump, addr, nbytes)
-        return read_memh(path, nbytes // 16)
+        """Read bytes at once through the memory dump hook (``tb.memh``)."""
+        out = await memh.dump(self.dut, addr // 16, nbytes // 16)
+        await self._next_clock()
+        return out
 
-    async def _hook(self, trigger, addr: int, nbytes: int):
-        """Raise a memory hook's trigger for words addr/16 .. between clock edges; one clock."""
-        d = self.dut
-        d.tcore_dump_lo.value, d.tcore_dump_hi.value = addr // 16, addr // 16 + nbytes // 16 - 1
-        await Timer(1, unit="ns")
-        trigger.value = 1
-        await Timer(1, unit="ns")
-        trigger.value = 0
-        await RisingEdge(d.clk)
+    async def _next_clock(self):
+        await RisingEdge(self.dut.clk)
         self.cycle += 1
 
     async def read_mem(self, addr: int, nbytes: int) -> np.ndarray:
