@@ -66,12 +66,14 @@ def fused_sum(a_vals, a_pows, b_vals, b_pows, c_val, c_pow, grid: int, floor: in
     return total
 
 
-def round_output(v, out_fmt) -> np.ndarray:
+def round_output(v, out_fmt, fp32_cut: int | None = None) -> np.ndarray:
     """Round exact float64 results to the output format's bits (step 6 and 7 of the rule).
 
-    FP32: toward zero, magnitudes >= 2**128 to Inf, subnormals kept.  FP16: to nearest-even
-    in one step (NumPy's float64 to float16 conversion rounds correctly), overflow to Inf.
-    Zeros become +0 and NaNs the canonical NaN.
+    FP32: toward zero, magnitudes >= 2**128 to Inf, subnormals kept; with ``fp32_cut`` the
+    result is then cut toward zero to that many fraction bits (FP8 on Hopper: 13), i.e. the
+    pattern's low ``23 - fp32_cut`` bits are cleared.  FP16: to nearest-even in one step
+    (NumPy's float64 to float16 conversion rounds correctly), overflow to Inf.  Zeros become +0
+    and NaNs the canonical NaN.
     """
     out_fmt = get_format(out_fmt)
     v = np.asarray(v, dtype=np.float64)
@@ -85,8 +87,11 @@ def round_output(v, out_fmt) -> np.ndarray:
             if np.any(sub):
                 trunc = np.where(sub, np.trunc(mag * 2.0 ** 149) * 2.0 ** -149, trunc)
             bits = trunc.astype(np.float32).view(np.uint32)
+            if fp32_cut is not None:
+                # Inf's fraction is zero, so the cut leaves it; a NaN is made canonical below.
+                bits &= np.uint32(~((1 << (23 - fp32_cut)) - 1) & 0xFFFFFFFF)
             bits = bits | (np.signbit(v).astype(np.uint32) << 31)
-            bits[trunc == 0] = 0
+            bits[bits == 0x80000000] = 0
         elif out_fmt is FP16:
             bits = v.astype(np.float16).view(np.uint16)
             bits[(bits & 0x7FFF) == 0] = 0

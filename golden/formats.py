@@ -1,6 +1,12 @@
-"""Floating-point bit formats: FP16, BF16, FP32 (and the shared vocabulary of the model).
+"""Floating-point bit formats: FP16, BF16, FP32, TF32, FP8 E4M3 and E5M2 (and the shared
+vocabulary of the model).
 
-Every value is carried as its IEEE bit pattern in an unsigned integer array.  The tensor-core
+Every value is carried as its bit pattern in an unsigned integer array (uint8, uint16 or
+uint32).  FP8 E4M3 is OCP's ``e4m3fn`` (``ml_dtypes.float8_e4m3fn``): bias 7, no Inf, S.1111.111
+the only NaN, so exponent field 15 holds normals up to 448.  E5M2 is IEEE-like (bias 15, Inf and
+NaN).  TF32 is an FP32 pattern of which the tensor core reads only the top 19 bits: the 13 low
+fraction bits are ignored (truncated, not rounded), and the pattern is classified after that
+masking, so a NaN whose payload lies only in those bits reads as Inf.  The tensor-core
 rule (``docs/numerics.md``) speaks of a number as ``(-1)**sign * significand *
 2**(nominal_exponent - frac_bits)``, where the *nominal exponent* of a subnormal is the minimum
 normal exponent (-14 for FP16, -126 for BF16 and FP32).  :func:`decode` and :func:`encode`
@@ -17,10 +23,10 @@ from functools import lru_cache
 import numpy as np
 
 __all__ = [
-    "Format", "FP16", "BF16", "FP32", "FORMATS", "get_format",
+    "Format", "FP16", "BF16", "FP32", "TF32", "E4M3", "E5M2", "FORMATS", "get_format",
     "ZERO", "SUBNORMAL", "NORMAL", "INF", "NAN",
     "fields", "classify", "decode", "encode", "to_float", "pow2_nominal",
-    "value_table", "pow2_table", "canonical_nan",
+    "value_table", "pow2_table", "canonical_nan", "e4m3_decode", "e4m3_encode",
 ]
 
 # Classification codes returned by :func:`classify`.
@@ -34,14 +40,22 @@ class Format:
     Parameters
     ----------
     name : str
-        ``"fp16"``, ``"bf16"`` or ``"fp32"``.
+        ``"fp16"``, ``"bf16"``, ``"fp32"``, ``"tf32"``, ``"e4m3"`` or ``"e5m2"``.
     exp_bits, frac_bits : int
-        Widths of the exponent and fraction fields; the sign is the top bit.
+        Widths of the exponent and fraction fields of the pattern; the sign is the top bit.
+    finite : bool
+        OCP ``fn`` encoding: no Inf; only the all-ones exponent and fraction is NaN, and the
+        rest of the top binade is normal (E4M3).
+    ignored : int
+        Low fraction bits the tensor core does not read (TF32: 13); they are cleared before
+        anything else, so the format has ``frac_bits - ignored`` effective fraction bits.
     """
 
     name: str
     exp_bits: int
     frac_bits: int
+    finite: bool = False
+    ignored: int = 0
 
     @property
     def width(self) -> int:
@@ -58,16 +72,16 @@ class Format:
 
     @property
     def emax(self) -> int:
-        return self.bias
+        return self.bias + 1 if self.finite else self.bias
 
     @property
     def precision(self) -> int:
         """Significand bits including the hidden one."""
-        return self.frac_bits + 1
+        return self.frac_bits - self.ignored + 1
 
     @property
     def dtype(self):
-        return np.uint16 if self.width == 16 else np.uint32
+        return {8: np.uint8, 16: np.uint16}.get(self.width, np.uint32)
 
     @property
     def exp_max_field(self) -> int:
@@ -80,7 +94,10 @@ class Format:
 FP16 = Format("fp16", 5, 10)
 BF16 = Format("bf16", 8, 7)
 FP32 = Format("fp32", 8, 23)
-FORMATS = {f.name: f for f in (FP16, BF16, FP32)}
+TF32 = Format("tf32", 8, 23, ignored=13)
+E4M3 = Format("e4m3", 4, 3, finite=True)
+E5M2 = Format("e5m2", 5, 2)
+FORMATS = {f.name: f for f in (FP16, BF16, FP32, TF32, E4M3, E5M2)}
 
 
 def get_format(fmt) -> Format:
@@ -94,7 +111,8 @@ def get_format(fmt) -> Format:
 
 
 def canonical_nan(fmt) -> int:
-    """The NaN pattern the tensor core produces: all ones below the sign (0x7FFF, 0x7FFFFFFF)."""
+    """The NaN pattern the tensor core produces: all ones below the sign (0x7FFF, 0x7FFFFFFF;
+    0x7F for the FP8 formats)."""
     fmt = get_format(fmt)
     return (1 << (fmt.width - 1)) - 1
 
@@ -103,7 +121,7 @@ def _as_bits(bits, fmt: Format) -> np.ndarray:
     bits = np.asarray(bits)
     if bits.dtype.kind not in "ui":
         raise TypeError(f"{fmt.name} bit patterns must be an integer array, not {bits.dtype}")
-    return bits.astype(np.int64) & ((1 << fmt.width) - 1)
+    return bits.astype(np.int64) & (((1 << fmt.width) - 1) & ~((1 << fmt.ignored) - 1))
 
 
 def fields(bits, fmt):
@@ -124,8 +142,11 @@ def classify(bits, fmt) -> np.ndarray:
     out = np.full(exp.shape, NORMAL, dtype=np.int8)
     out[(exp == 0) & (frac == 0)] = ZERO
     out[(exp == 0) & (frac != 0)] = SUBNORMAL
-    out[top & (frac == 0)] = INF
-    out[top & (frac != 0)] = NAN
+    if fmt.finite:
+        out[top & (frac == (1 << fmt.frac_bits) - 1)] = NAN
+    else:
+        out[top & (frac == 0)] = INF
+        out[top & (frac != 0)] = NAN
     return out
 
 
@@ -168,9 +189,9 @@ def encode(sign, significand, nominal_exponent, fmt) -> np.ndarray:
 def to_float(bits, fmt) -> np.ndarray:
     """Exact float64 values of the patterns (Inf and NaN included)."""
     fmt = get_format(fmt)
-    if fmt is FP32:
-        return np.asarray(bits).astype(np.uint32).view(np.float32).astype(np.float64)
-    return value_table(fmt)[np.asarray(bits).astype(np.uint16)]
+    if fmt.width == 32:
+        return _as_bits(bits, fmt).astype(np.uint32).view(np.float32).astype(np.float64)
+    return value_table(fmt)[np.asarray(bits).astype(fmt.dtype)]
 
 
 def pow2_nominal(bits, fmt) -> np.ndarray:
@@ -181,8 +202,8 @@ def pow2_nominal(bits, fmt) -> np.ndarray:
     Inf/NaN entries get 1.0: when one is present the result is not finite and E is unused.
     """
     fmt = get_format(fmt)
-    if fmt is not FP32:
-        return pow2_table(fmt)[np.asarray(bits).astype(np.uint16)]
+    if fmt.width != 32:
+        return pow2_table(fmt)[np.asarray(bits).astype(fmt.dtype)]
     _, exp, frac = fields(bits, fmt)
     out = np.ldexp(1.0, (np.maximum(exp, 1) - fmt.bias).astype(np.int32))
     out[(exp == 0) & (frac == 0)] = 0.0
@@ -192,11 +213,11 @@ def pow2_nominal(bits, fmt) -> np.ndarray:
 
 @lru_cache(maxsize=None)
 def value_table(fmt) -> np.ndarray:
-    """float64 value of every 16-bit pattern (read-only, 65,536 entries)."""
+    """float64 value of every 8- or 16-bit pattern (read-only, 256 or 65,536 entries)."""
     fmt = get_format(fmt)
-    if fmt.width != 16:
-        raise ValueError(f"value_table is for 16-bit formats, not {fmt.name}")
-    bits = np.arange(1 << 16, dtype=np.int64)
+    if fmt.width > 16:
+        raise ValueError(f"value_table is for 8- and 16-bit formats, not {fmt.name}")
+    bits = np.arange(1 << fmt.width, dtype=np.int64)
     sign, sig, nexp = decode(bits, fmt)
     val = np.ldexp(sig.astype(np.float64), (nexp - fmt.frac_bits).astype(np.int32))
     cls = classify(bits, fmt)
@@ -209,11 +230,11 @@ def value_table(fmt) -> np.ndarray:
 
 @lru_cache(maxsize=None)
 def pow2_table(fmt) -> np.ndarray:
-    """:func:`pow2_nominal` of every 16-bit pattern (read-only, 65,536 entries)."""
+    """:func:`pow2_nominal` of every 8- or 16-bit pattern (read-only)."""
     fmt = get_format(fmt)
-    if fmt.width != 16:
-        raise ValueError(f"pow2_table is for 16-bit formats, not {fmt.name}")
-    bits = np.arange(1 << 16, dtype=np.int64)
+    if fmt.width > 16:
+        raise ValueError(f"pow2_table is for 8- and 16-bit formats, not {fmt.name}")
+    bits = np.arange(1 << fmt.width, dtype=np.int64)
     _, _, nexp = decode(bits, fmt)
     out = np.ldexp(1.0, nexp.astype(np.int32))
     cls = classify(bits, fmt)
@@ -221,3 +242,30 @@ def pow2_table(fmt) -> np.ndarray:
     out[(cls == INF) | (cls == NAN)] = 1.0
     out.flags.writeable = False
     return out
+
+
+# --- the E4M3 codec (FP8 inputs and NVFP4 block scales) ----------------------------------------
+
+E4M3_MAX = 448.0
+
+
+def e4m3_decode(codes) -> np.ndarray:
+    """E4M3 (OCP ``e4m3fn``: bias 7, no Inf, 0x7F/0xFF NaN) codes to float32 (exact)."""
+    return to_float(codes, E4M3).astype(np.float32)
+
+
+def e4m3_encode(x) -> np.ndarray:
+    """float32 to E4M3 codes, round to nearest even (direct from float32, no double rounding).
+    Magnitudes that round above 448 and NaN give NaN (0x7F, signed); E4M3 has no Inf."""
+    x = np.asarray(x, np.float32)
+    mag = np.abs(x).astype(np.float64)
+    # The quantum of the value's binade: 2**(e-3) for 2**e <= mag < 2**(e+1), e >= -6
+    # (subnormals share 2**-9).  frexp gives e exactly.
+    e = np.maximum(np.frexp(np.where(np.isfinite(mag), mag, 0))[1] - 1, -6)
+    v = np.rint(mag / np.exp2(e - 3)) * np.exp2(e - 3)       # rint: ties to even
+    # Code = exponent field * 8 + mantissa; for v < 2**-6 that is v / 2**-9, and a rounding up
+    # into the next binade lands on the right code too.
+    ev = np.maximum(np.frexp(v)[1] - 1, -6)
+    code = np.where(v < 2.0 ** -6, v / 2.0 ** -9, 8 * (ev + 7) + v / np.exp2(ev - 3) - 8)
+    code = np.where((v > E4M3_MAX) | ~np.isfinite(mag), 0x7F, np.rint(code)).astype(np.int64)
+    return (code | np.where(np.signbit(x), 0x80, 0)).astype(np.uint8)

@@ -1,10 +1,11 @@
 """Matrix multiply-accumulate on tiles: D = A·B + C, chained over K in steps of the block width.
 
-:func:`mma` is the model of a tensor-core MMA of any K (a WMMA 16x16x16 step, a 16x16x32, or a
-whole matmulT GEMM): the k range is cut into steps of the architecture's block width n (the last
-may be shorter), each step is one block fused dot-add (:mod:`golden.dot`), and the rounded output
-of a step is the addend of the next.  :func:`mma4` is the golden twin of the RTL core
-``rtl/mma4.py``.
+:func:`mma` is the model of a tensor-core MMA of any K (a WMMA 16x16x16 step, a 16x16x32, a
+wgmma chain, or a whole matmulT GEMM), on bit patterns: the k range is cut into steps of the
+block width n of the generation and input kind (:mod:`numerics`; the last step may be
+shorter), each step is one block fused dot-add (:mod:`golden.dot`), and the rounded output of a
+step is the addend of the next.  Integer inputs (S8, U8) sum exactly instead, wrapped modulo
+2**32 or clamped per step.  :func:`mma4` is the golden twin of the RTL core ``rtl/mma4.py``.
 """
 
 from __future__ import annotations
@@ -13,32 +14,66 @@ import numpy as np
 
 from .arch import get_arch, HOPPER
 from .dot import exact_round, finite_terms, fused_sum, round_output
-from .formats import FP16, FP32, get_format, pow2_nominal, to_float
+from .formats import FP16, FP32, Format, get_format, pow2_nominal, to_float
 
-__all__ = ["mma", "mma4", "MODES", "check_operands"]
+__all__ = ["mma", "mma4", "MODES", "INSTRS", "IN_FORMATS", "INT_FORMATS", "check_operands",
+           "input_kind"]
 
 MODES = ("hopper", "ieee")
+INSTRS = ("mma", "wgmma")
+#: Integer input formats (two's complement S8, unsigned U8); their accumulator is S32.
+INT_FORMATS = ("s8", "u8")
+#: Every input format, with the B formats it pairs with (A's first).
+IN_FORMATS = {"fp16": ("fp16",), "bf16": ("bf16",), "tf32": ("tf32",),
+              "e4m3": ("e4m3", "e5m2"), "e5m2": ("e5m2", "e4m3"), "s8": ("s8",), "u8": ("s8",)}
+#: Output formats each input kind has.
+_OUTS = {"fp16": ("fp32", "fp16"), "bf16": ("fp32",), "tf32": ("fp32",), "fp8": ("fp32", "fp16"),
+         "int8": ("s32",)}
+_BITS_DTYPE = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32, "e4m3": np.uint8,
+               "e5m2": np.uint8, "s8": np.uint8, "u8": np.uint8}
 
 # Output elements handled per pass: keeps the working arrays inside the cache.
 _CHUNK = 16384
 
 
-def check_operands(a, b, c, in_fmt, out_fmt):
-    """Validate operand arrays and formats; return them as arrays with the formats resolved.
+def input_kind(fmt: str) -> str:
+    """The datapath kind (:data:`numerics.KINDS`) of an input format name."""
+    return {"e4m3": "fp8", "e5m2": "fp8", "s8": "int8", "u8": "int8"}.get(fmt, fmt)
 
+
+def _out_dtype(out_fmt: str):
+    return np.uint32 if out_fmt in ("fp32", "s32") else np.uint16
+
+
+def check_operands(a, b, c, in_fmt, out_fmt, b_fmt=None):
+    """Validate operand arrays and formats; return ``(a, b, c, in_fmt, out_fmt, b_fmt)``.
+
+    Formats come back as names for the integer kinds and ``s32``, as :class:`Format` otherwise.
     Raises TypeError for wrong dtypes and ValueError for wrong shapes or formats, each with a
     message that names the operand.
     """
-    in_fmt, out_fmt = get_format(in_fmt), get_format(out_fmt)
-    if in_fmt not in (FP16, get_format("bf16")):
-        raise ValueError(f"Input format must be fp16 or bf16, not {in_fmt.name}")
-    if out_fmt not in (FP32, FP16):
-        raise ValueError(f"Output format must be fp32 or fp16, not {out_fmt.name}")
+    in_name = in_fmt.name if isinstance(in_fmt, Format) else in_fmt
+    if in_name not in IN_FORMATS:
+        raise ValueError(f"Input format must be one of {', '.join(IN_FORMATS)}, not {in_fmt!r}")
+    b_name = b_fmt.name if isinstance(b_fmt, Format) else (b_fmt or IN_FORMATS[in_name][0])
+    if b_name not in IN_FORMATS[in_name]:
+        raise ValueError(f"A in {in_name} pairs with B in {' or '.join(IN_FORMATS[in_name])}, "
+                         f"not {b_name!r}")
+    out_name = out_fmt.name if isinstance(out_fmt, Format) else out_fmt
+    outs = _OUTS[input_kind(in_name)]
+    if out_name not in outs:
+        raise ValueError(f"Output format for {in_name} inputs must be {' or '.join(outs)}, "
+                         f"not {out_fmt!r}")
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
-    for name, arr, want in (("a", a, np.uint16), ("b", b, np.uint16), ("c", c, out_fmt.dtype)):
+    for name, arr, want, what in (("a", a, _BITS_DTYPE[in_name], in_name),
+                                  ("b", b, _BITS_DTYPE[b_name], b_name),
+                                  ("c", c, _out_dtype(out_name), out_name)):
         if arr.dtype != want:
-            raise TypeError(f"{name} must hold {np.dtype(want).name} bit patterns "
-                            f"({out_fmt.name if name == 'c' else in_fmt.name}), not {arr.dtype}")
+            hint = "" if arr.dtype.kind in "ui" else (
+                f"; for a float array x pass x.view(np.{np.dtype(want).name}), or use "
+                "golden.matmul, which takes floats")
+            raise TypeError(f"{name} must hold {np.dtype(want).name} bit patterns ({what}), "
+                            f"not {arr.dtype}{hint}")
     if a.ndim < 2 or b.ndim < 2 or c.ndim < 2:
         raise ValueError(f"a, b and c must be at least 2-D (..., rows, cols), "
                          f"not {a.shape}, {b.shape}, {c.shape}")
@@ -55,76 +90,157 @@ def check_operands(a, b, c, in_fmt, out_fmt):
     except ValueError:
         raise ValueError(f"batch shapes of a {a.shape}, b {b.shape}, c {c.shape} "
                          "do not broadcast") from None
-    return a, b, c, in_fmt, out_fmt
+    if input_kind(in_name) != "int8":
+        in_name, b_name, out_name = get_format(in_name), get_format(b_name), get_format(out_name)
+    return a, b, c, in_name, out_name, b_name
 
 
-def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", arch=HOPPER, mode="hopper"):
+def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode="hopper",
+        instr="mma", saturate=False, promote=None):
     """D = A·B + C with the tensor core's arithmetic, on bit patterns.
 
     Parameters
     ----------
-    a : uint16 array (..., M, K)
-        A as FP16 or BF16 bits.
-    b : uint16 array (..., K, N)
-        B, same format.
+    a : uint array (..., M, K)
+        A's bit patterns: uint16 for FP16/BF16, uint32 for TF32 (FP32 patterns whose 13 low
+        fraction bits are ignored), uint8 for E4M3/E5M2 and for S8 (two's complement) / U8.
+    b : uint array (..., K, N)
+        B, in ``b_fmt``.
     c : uint32 array (..., M, N), or uint16 in FP16-output mode
-        The addend.
-    in_fmt : "fp16" or "bf16"
-    out_fmt : "fp32" or "fp16"
-        The accumulator format; FP32 rounds toward zero, FP16 to nearest-even.
-    arch : "hopper", "ampere", "volta" or an :class:`golden.arch.Arch`
-        Block width, grid and FP16 floor (:mod:`golden.arch`).
+        The addend (FP32 bits, FP16 bits, or S32 bits for integer inputs).
+    in_fmt : "fp16", "bf16", "tf32", "e4m3", "e5m2", "s8" or "u8"
+        A's format.
+    out_fmt : "fp32", "fp16" or "s32"
+        The accumulator: FP32 (round toward zero; FP8 also cut to 13 fraction bits) or FP16
+        (one round to nearest-even) for FP16 and FP8 inputs, FP32 for BF16 and TF32, S32 for
+        integers.
+    b_fmt : str or None
+        B's format: the same as A's (None), the other FP8 format for mixed FP8, S8 for U8 A.
+    arch : "hopper", "ampere", "volta" or an :class:`numerics.Arch`
+        Block width, grid and FP16 floor per input kind (:mod:`numerics`); TF32, FP8 and INT8
+        are modelled for Hopper only.
     mode : "hopper" or "ieee"
-        ``"ieee"`` is the textbook fused reference instead: the exact sum of all K products
-        and c rounded once to nearest-even (for comparison; zero gives +0, NaN is canonical).
+        ``"ieee"`` is the textbook fused reference instead (floating-point inputs): the exact
+        sum of all K products and c rounded once to nearest-even (for comparison; zero gives
+        +0, NaN is canonical).
+    instr : "mma" or "wgmma"
+        The instruction modelled.  They give the same bits for FP16, BF16, TF32 and INT8
+        (measured on the H200); FP8 needs ``"wgmma"``: ``mma.sync`` with FP8 operands on sm_90
+        is a compiler emulation (conversion to FP16, then an FP16 MMA) that is not modelled.
+    saturate : bool
+        Integer inputs: clamp each 32-wide K step's result to the S32 range (``.satfinite``)
+        instead of wrapping it modulo 2**32.
+    promote : None or 128
+        FP8 with FP32 output: cuBLASLt's default accumulation (``torch._scaled_mm`` with
+        ``use_fast_accum=False``): K in chunks of 128, each a wgmma chain from c = 0, the chunk
+        results added in K order into an FP32 accumulator with round-to-nearest-even, then c
+        added the same way, once.  None is the plain chain.
 
     Returns
     -------
     D bits, shape broadcast(...) + (M, N), dtype of c.
     """
-    a, b, c, in_fmt, out_fmt = check_operands(a, b, c, in_fmt, out_fmt)
+    a, b, c, in_fmt, out_fmt, b_fmt = check_operands(a, b, c, in_fmt, out_fmt, b_fmt)
     arch = get_arch(arch)
+    in_name = in_fmt if isinstance(in_fmt, str) else in_fmt.name
+    kind = input_kind(in_name)
     if mode not in MODES:
         raise ValueError(f"Mode must be one of {MODES}, not {mode!r}")
-    if in_fmt.name == "bf16" and not arch.bf16:
+    if instr not in INSTRS:
+        raise ValueError(f"Instruction must be one of {INSTRS}, not {instr!r}")
+    if kind == "fp8" and instr != "wgmma":
+        raise ValueError("FP8 inputs need instr='wgmma': mma.sync with FP8 operands on sm_90 is a "
+                         "compiler emulation (conversion to FP16, then an FP16 MMA) that this model "
+                         "does not reproduce")
+    if kind == "bf16" and not arch.bf16:
         raise ValueError(f"{arch.name} has no BF16 path")
+    step = arch.step(kind)
+    if mode == "ieee" and kind == "int8":
+        raise ValueError("mode='ieee' is for floating-point inputs; integer sums are exact already")
+    if saturate and kind != "int8":
+        raise ValueError("saturate is for integer (S8/U8) inputs")
+    if promote is not None:
+        if promote != 128:
+            raise ValueError(f"promote must be None or 128, not {promote!r}")
+        if kind != "fp8" or out_fmt is not FP32 or mode != "hopper":
+            raise ValueError("promote=128 is cuBLASLt's FP8 accumulation: FP8 inputs, FP32 output")
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])
     a = np.broadcast_to(a, batch + (m, k)).reshape(-1, m, k)
     b = np.broadcast_to(b, batch + (k, n)).reshape(-1, k, n)
     c = np.broadcast_to(c, batch + (m, n)).reshape(-1, m, n)
-    out = np.empty(c.shape, dtype=out_fmt.dtype)
-    step = _ieee_chunk if mode == "ieee" else _hopper_chunk
+    out = np.empty(c.shape, dtype=c.dtype)
+    if out.size == 0:
+        return out.reshape(batch + (m, n))
+    if kind == "int8":
+        def run(a, b, c):
+            return _int_chunk(a, b, c, in_fmt == "u8", step.block, saturate)
+    elif mode == "ieee":
+        def run(a, b, c):
+            return _ieee_chunk(a, b, c, in_fmt, b_fmt, out_fmt)
+    elif promote:
+        def run(a, b, c):
+            return _promoted_chunk(a, b, c, in_fmt, b_fmt, step, promote)
+    else:
+        def run(a, b, c):
+            return _step_chunk(a, b, c, in_fmt, b_fmt, out_fmt, step)
     per = max(1, _CHUNK // (m * n))
     for t0 in range(0, c.shape[0], per):
         sl = slice(t0, t0 + per)
-        out[sl] = step(a[sl], b[sl], c[sl], in_fmt, out_fmt, arch)
+        out[sl] = run(a[sl], b[sl], c[sl])
     return out.reshape(batch + (m, n))
 
 
-def _hopper_chunk(a, b, c, in_fmt, out_fmt, arch):
-    va, pa = to_float(a, in_fmt), pow2_nominal(a, in_fmt)
-    vb, pb = to_float(b, in_fmt), pow2_nominal(b, in_fmt)
-    floor = arch.f16_floor if out_fmt is FP16 else None
+def _step_chunk(a, b, c, a_fmt, b_fmt, out_fmt, step):
+    va, pa = to_float(a, a_fmt), pow2_nominal(a, a_fmt)
+    vb, pb = to_float(b, b_fmt), pow2_nominal(b, b_fmt)
+    floor = step.f16_floor if out_fmt is FP16 else None
     k = a.shape[-1]
-    for k0 in range(0, k, arch.block):
-        ks = range(k0, min(k0 + arch.block, k))
+    for k0 in range(0, k, step.block):
+        ks = range(k0, min(k0 + step.block, k))
         v = fused_sum([va[:, :, i, None] for i in ks], [pa[:, :, i, None] for i in ks],
                       [vb[:, None, i, :] for i in ks], [pb[:, None, i, :] for i in ks],
-                      to_float(c, out_fmt), pow2_nominal(c, out_fmt), arch.grid, floor)
-        c = round_output(v, out_fmt)
+                      to_float(c, out_fmt), pow2_nominal(c, out_fmt), step.grid, floor)
+        c = round_output(v, out_fmt, fp32_cut=step.fp32_cut)
     return c
 
 
-def _ieee_chunk(a, b, c, in_fmt, out_fmt, arch):
-    va, vb, vc = to_float(a, in_fmt), to_float(b, in_fmt), to_float(c, out_fmt)
+def _promoted_chunk(a, b, c, a_fmt, b_fmt, step, width):
+    """cuBLASLt's FP8 accumulation: wgmma chains over K chunks of ``width``, promoted to FP32."""
+    zero = np.zeros(c.shape, np.uint32)
+    acc = np.zeros(c.shape, np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for k0 in range(0, a.shape[-1], width):
+            part = _step_chunk(a[..., k0:k0 + width], b[..., k0:k0 + width, :], zero,
+                               a_fmt, b_fmt, FP32, step)
+            acc += part.view(np.float32)          # float32 addition: IEEE round-to-nearest-even
+        acc += c.view(np.float32)
+    bits = acc.view(np.uint32).copy()
+    bits[np.isnan(acc)] = 0x7FFFFFFF
+    return bits
+
+
+def _int_chunk(a, b, c, unsigned_a: bool, block: int, saturate: bool):
+    """The exact integer sum per K step of ``block``, wrapped modulo 2**32 or clamped."""
+    va = (a if unsigned_a else a.view(np.int8)).astype(np.int64)
+    vb = b.view(np.int8).astype(np.int64)
+    acc = c.view(np.int32).astype(np.int64)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    for k0 in range(0, a.shape[-1], block):
+        acc = acc + np.matmul(va[..., k0:k0 + block], vb[..., k0:k0 + block, :])
+        acc = np.clip(acc, lo, hi) if saturate else ((acc - lo) & 0xFFFFFFFF) + lo
+    return (acc & 0xFFFFFFFF).astype(np.uint32)
+
+
+def _ieee_chunk(a, b, c, a_fmt, b_fmt, out_fmt):
+    va, vb, vc = to_float(a, a_fmt), to_float(b, b_fmt), to_float(c, out_fmt)
     shape = c.shape
     # Specials follow IEEE: a float64 sum is NaN/Inf exactly where the exact sum is.
     with np.errstate(invalid="ignore"):
         naive = vc + sum(va[:, :, i, None] * vb[:, None, i, :] for i in range(a.shape[-1]))
-    sa, ma, ea = finite_terms(a, in_fmt)
-    sb, mb, eb = finite_terms(b, in_fmt)
+    sa, ma, ea = finite_terms(a, a_fmt)
+    sb, mb, eb = finite_terms(b, b_fmt)
     terms = [finite_terms(c, out_fmt)]
     for i in range(a.shape[-1]):
         terms.append((sa[:, :, i, None] ^ sb[:, None, i, :], ma[:, :, i, None] * mb[:, None, i, :],

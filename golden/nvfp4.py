@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .formats import canonical_nan
+from .formats import E4M3_MAX, canonical_nan, e4m3_decode, e4m3_encode
 from .gemm import check_gemm, matmul_t
 
 __all__ = [
@@ -47,7 +47,7 @@ FORMATS = {"nvfp4": {"block": 16, "decoded": "fp16"}, "mxfp4": {"block": 32, "de
 
 #: Magnitudes of E2M1 codes 0..7 (codes 8..15 are the same, negative).
 E2M1_VALUES = np.array([0, 0.5, 1, 1.5, 2, 3, 4, 6], np.float32)
-E2M1_MAX, E4M3_MAX = 6.0, 448.0
+E2M1_MAX = 6.0
 
 
 class QuantizeError(ValueError):
@@ -76,33 +76,6 @@ def e2m1_encode(x) -> np.ndarray:
     d_lo, d_hi = mag - E2M1_VALUES[lo], E2M1_VALUES[hi] - mag
     code = np.where(d_lo < d_hi, lo, np.where(d_hi < d_lo, hi, np.where(lo % 2 == 0, lo, hi)))
     return (code | np.where(np.signbit(x), 8, 0)).astype(np.uint8)
-
-
-def e4m3_decode(codes) -> np.ndarray:
-    """E4M3 (OCP ``e4m3fn``: bias 7, no Inf, 0x7F/0xFF NaN) codes to float32."""
-    c = np.asarray(codes).astype(np.uint8)
-    e, m = (c >> 3) & 0xF, (c & 7).astype(np.float32)
-    mag = np.where(e == 0, m * np.float32(2.0 ** -9),
-                   (8 + m) * np.exp2(e.astype(np.float32) - 10)).astype(np.float32)
-    mag = np.where((c & 0x7F) == 0x7F, np.float32(np.nan), mag)
-    return np.where(c & 0x80, -mag, mag).astype(np.float32)
-
-
-def e4m3_encode(x) -> np.ndarray:
-    """float32 to E4M3 codes, round to nearest even (direct from float32, no double rounding).
-    Magnitudes that round above 448 and NaN give NaN (0x7F, signed); E4M3 has no Inf."""
-    x = np.asarray(x, np.float32)
-    mag = np.abs(x).astype(np.float64)
-    # The quantum of the value's binade: 2**(e-3) for 2**e <= mag < 2**(e+1), e >= -6
-    # (subnormals share 2**-9).  frexp gives e exactly.
-    e = np.maximum(np.frexp(np.where(np.isfinite(mag), mag, 0))[1] - 1, -6)
-    v = np.rint(mag / np.exp2(e - 3)) * np.exp2(e - 3)       # rint: ties to even
-    # Code = exponent field * 8 + mantissa; for v < 2**-6 that is v / 2**-9, and a rounding up
-    # into the next binade lands on the right code too.
-    ev = np.maximum(np.frexp(v)[1] - 1, -6)
-    code = np.where(v < 2.0 ** -6, v / 2.0 ** -9, 8 * (ev + 7) + v / np.exp2(ev - 3) - 8)
-    code = np.where((v > E4M3_MAX) | ~np.isfinite(mag), 0x7F, np.rint(code)).astype(np.int64)
-    return (code | np.where(np.signbit(x), 0x80, 0)).astype(np.uint8)
 
 
 def ue4m3_decode(codes) -> np.ndarray:

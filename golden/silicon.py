@@ -1,11 +1,13 @@
-"""Reading captured silicon vectors (the ``.npz`` format of ``tests/data/silicon/README.md``).
+"""Reading captured silicon vectors (the ``.npz`` format of ``tests/data/silicon/README.md``,
+``lowprec/README.md`` and ``torch/README.md`` there).
 
-Two kinds of file share the keys ``a``, ``b``, ``c``, ``c16`` and ``d_<kernel>``:
+Two kinds of file share the keys ``a``, ``b``, ``c`` (``c16``) and ``d_<kernel>``:
 
 * tile files: ``a`` (T, M, K), ``b`` (T, K, N), ``c`` and ``d_*`` (T, M, N): T independent MMAs;
 * whole-GEMM files (matmulT): ``a`` (M, K), ``b`` (K, N), ``c`` and ``d_*`` (M, N).
 
-They are told apart by ``a.ndim``.  :func:`problem` turns either into a batch of 16-row by
+They are told apart by ``a.ndim``; which kernels a file holds, by its ``d_<kernel>`` keys; the
+operands' dtypes follow from the kernel (uint16 FP16/BF16, uint32 TF32, uint8 FP8 and INT8).  :func:`problem` turns either into a batch of 16-row by
 16-column output tiles with their full K, which is how the matmulT kernel computes a GEMM (one
 warp per 16x16 tile of C, K in steps of 16).
 """
@@ -27,18 +29,59 @@ class VectorFileError(ValueError):
 
 @dataclass(frozen=True)
 class Kernel:
+    """One captured instruction (or library call): its formats and where its data sits.
+
+    ``in_fmt`` and ``b_fmt`` are A's and B's formats, ``out_fmt`` the accumulator's; C is the
+    file's ``c_key`` array, rounded from FP32 to FP16 (nearest-even) where ``c_to_f16`` (the FP8
+    FP16-output captures keep only the FP32 ``c``).  ``instr``, ``saturate`` and ``promote`` are
+    passed to :func:`golden.mma.mma`.
+    """
+
     name: str
     in_fmt: str
     out_fmt: str
     c_key: str
     d_key: str
+    b_fmt: str | None = None
+    instr: str = "mma"
+    saturate: bool = False
+    promote: int | None = None
+    c_to_f16: bool = False
+
+    @property
+    def kind(self) -> str:
+        """The datapath kind (:data:`numerics.KINDS`) of the inputs."""
+        from .mma import input_kind
+        return input_kind(self.in_fmt)
+
+    def mma_args(self) -> dict:
+        """Keyword arguments of :func:`golden.mma.mma` for this kernel."""
+        return {"in_fmt": self.in_fmt, "b_fmt": self.b_fmt, "out_fmt": self.out_fmt,
+                "instr": self.instr, "saturate": self.saturate, "promote": self.promote}
 
 
-KERNELS = {
-    "f16_f32": Kernel("f16_f32", "fp16", "fp32", "c", "d_f16_f32"),
-    "bf16_f32": Kernel("bf16_f32", "bf16", "fp32", "c", "d_bf16_f32"),
-    "f16_f16": Kernel("f16_f16", "fp16", "fp16", "c16", "d_f16_f16"),
-}
+def _fp8(name, a, b, out="fp32", **kw):
+    return Kernel(name, a, out, "c", f"d_{name}", b_fmt=b, instr="wgmma",
+                  c_to_f16=out == "fp16", **kw)
+
+
+KERNELS = {k.name: k for k in (
+    Kernel("f16_f32", "fp16", "fp32", "c", "d_f16_f32"),
+    Kernel("bf16_f32", "bf16", "fp32", "c", "d_bf16_f32"),
+    Kernel("f16_f16", "fp16", "fp16", "c16", "d_f16_f16"),
+    _fp8("e4m3_f32", "e4m3", "e4m3"),
+    _fp8("e5m2_f32", "e5m2", "e5m2"),
+    _fp8("e4m3_e5m2_f32", "e4m3", "e5m2"),
+    _fp8("e4m3_f16", "e4m3", "e4m3", out="fp16"),
+    _fp8("e4m3_f32_p128", "e4m3", "e4m3", promote=128),
+    Kernel("tf32_f32", "tf32", "fp32", "c", "d_tf32_f32"),
+    Kernel("s8_s32", "s8", "s32", "c", "d_s8_s32"),
+    Kernel("s8_s32_sat", "s8", "s32", "c", "d_s8_s32_sat", saturate=True),
+    Kernel("u8_s8_s32", "u8", "s32", "c", "d_u8_s8_s32", b_fmt="s8"),
+)}
+
+_BITS = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32, "e4m3": np.uint8,
+         "e5m2": np.uint8, "s8": np.uint8, "u8": np.uint8, "fp32": np.uint32, "s32": np.uint32}
 
 
 @dataclass
@@ -97,11 +140,15 @@ def problem(data: dict, kernel: str, tiles: int | None = None, where: str = "fil
     ndim = data["a"].ndim
     if ndim not in (2, 3):
         raise VectorFileError(f"{where}: 'a' must be (T, M, K) or (M, K), not shape {data['a'].shape}")
-    out_dtype = np.uint32 if kern.out_fmt == "fp32" else np.uint16
-    a = _need(data, "a", np.uint16, ndim, where)
-    b = _need(data, "b", np.uint16, ndim, where)
-    c = _need(data, kern.c_key, out_dtype, ndim, where)
-    d = _need(data, kern.d_key, out_dtype, ndim, where)
+    a = _need(data, "a", _BITS[kern.in_fmt], ndim, where)
+    b = _need(data, "b", _BITS[kern.b_fmt or kern.in_fmt], ndim, where)
+    if kern.c_to_f16:
+        c = _need(data, kern.c_key, np.uint32, ndim, where)
+        with np.errstate(over="ignore", invalid="ignore"):
+            c = c.view(np.float32).astype(np.float16).view(np.uint16)   # nearest-even
+    else:
+        c = _need(data, kern.c_key, _BITS[kern.out_fmt], ndim, where)
+    d = _need(data, kern.d_key, _BITS[kern.out_fmt], ndim, where)
     lead = a.shape[:-2]
     m, k = a.shape[-2:]
     if b.shape[:-2] != lead or b.shape[-2] != k:
