@@ -17,7 +17,7 @@ import numpy as np
 
 from golden.gemm import check_gemm, matmul_t
 
-from .runner import build_dir, build_root, run_bench, wave_file
+from .runner import SimError, build_dir, build_root, run_bench, wave_file
 
 __all__ = ["run_gemm", "run_fp4_gemm", "gemm_params", "MEM_WORDS"]
 
@@ -150,7 +150,7 @@ def _run_amaranth(a, b, in_fmt, out_fmt, params):
     from amaranth.sim import Simulator
 
     from rtl.gemm import GemmTop
-    from tb.gemm_bench import layout
+    from tb.gemm_bench import clock_budget, layout
     from tb.wmma_model import bytes_of, words_of
 
     m, k = a.shape
@@ -174,8 +174,15 @@ def _run_amaranth(a, b, in_fmt, out_fmt, params):
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
+        budget = clock_budget(m, n, k, params["cores"])
+        waited = 0
         while not ctx.get(dut.done):
+            if waited >= budget:
+                raise SimError(f"amaranth: done did not rise within {budget} clocks of start "
+                               f"({m}x{n}x{k} GEMM, {ctx.get(dut.tiles_done)} of "
+                               f"{(m // 16) * (n // 16)} tiles stored)")
             await ctx.tick()
+            waited += 1
         res["cycles"], res["beats"] = ctx.get(dut.cycles), ctx.get(dut.beats)
         out = []
         for i in range(d_base, end):

@@ -256,7 +256,9 @@ def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None,
               waves: bool = False, seed: int | None = None, quiet: bool = False, plusargs=()):
     """Run cocotb tests of ``module`` (e.g. ``tb.test_mma4``) on a built design.
 
-    Returns the path of the results XML.  Raises SimError if any test failed.
+    ``testcase`` is a test name, a list of names, or None (every test of the module).
+    Returns the path of the results XML.  Raises SimError unless every named test ran exactly
+    once and passed (with None: unless at least one test ran and none failed or was skipped).
     """
     runner, bdir = build(sim, design, params, waves)
     results = bdir / f"results-{os.getpid()}-{os.urandom(4).hex()}.xml"
@@ -282,7 +284,8 @@ def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None,
     finally:
         for f in scratch:
             f.unlink(missing_ok=True)
-    failures = _failures(results)
+    names = [testcase] if isinstance(testcase, str) else list(testcase or [])
+    failures = _failures(results, names)
     if failures:
         why = ""
         if log and Path(log).exists():
@@ -294,13 +297,26 @@ def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None,
     return results
 
 
-def _failures(xml_path: Path) -> list[str]:
+def _failures(xml_path: Path, expected=()) -> list[str]:
+    """Every test that did not run and pass: a ``<failure>``, ``<error>`` or ``<skipped>``, a
+    named test with no ``<testcase>`` at all (renamed, misspelt, or never collected), a test
+    that ran more than once, and, when no names are given, a results file with no test."""
     import xml.etree.ElementTree as ET
 
     if not Path(xml_path).exists():
         return ["(no results: the simulator did not finish)"]
-    bad = []
+    bad, passed = [], {}
     for case in ET.parse(xml_path).iter("testcase"):
-        if case.find("failure") is not None or case.find("error") is not None:
-            bad.append(case.get("name"))
+        name = case.get("name")
+        if any(case.find(tag) is not None for tag in ("failure", "error", "skipped")):
+            bad.append(name)
+        else:
+            passed[name] = passed.get(name, 0) + 1
+    for name in expected:
+        if name not in passed and name not in bad:
+            bad.append(f"{name} (did not run)")
+        elif passed.get(name, 0) > 1:
+            bad.append(f"{name} (ran {passed[name]} times)")
+    if not expected and not passed and not bad:
+        bad.append("(no test ran)")
     return bad

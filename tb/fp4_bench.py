@@ -60,6 +60,12 @@ def image(qa: Quantized, qbt: Quantized):
     return np.concatenate(parts), cfg, fcfg
 
 
+def fp4_extra_clocks(m, n, k) -> int:
+    """The decode (3 clocks per word of A and B) and epilogue (2 per word of D) phases, with a
+    margin: what the fp4gemm design adds to a GEMM's clock budget."""
+    return 2 * (3 * (m * k + k * n) * 2 // 16 + 2 * m * n * 4 // 16)
+
+
 @cocotb.test()
 async def decode_exhaustive(dut):
     cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
@@ -101,6 +107,7 @@ async def job(dut):
     t0 = time.perf_counter()
     d, cycles, beats = await r.run(np.empty((m, k), np.uint16), np.empty((k, n), np.uint16),
                                    bf16=bool(fcfg["mx"]), acc_f16=False,
-                                   progress=os.environ.get("TCORE_PROGRESS"), preloaded=True)
+                                   progress=os.environ.get("TCORE_PROGRESS"), preloaded=True,
+                                   extra=fp4_extra_clocks(m, n, k))
     np.savez(os.environ["TCORE_RESULT"], d=d, cycles=cycles, beats=beats,
              gemm_cycles=dut.gemm_cycles.value.to_unsigned(), sim_s=time.perf_counter() - t0)

@@ -8,6 +8,12 @@ clocks to report progress), and D is read once: per-clock Python would cost ~30x
   ``$TCORE_RESULT``; progress ("tiles done/total") to ``$TCORE_PROGRESS`` if set.
 * ``random_gemms``: a few shapes and formats, every bit against the golden model, and the
   core-beat count that utilisation is computed from.
+* ``reset_midrun``: a reset while a GEMM runs stops it (no done, no further memory writes),
+  and the next GEMM is bit-exact.
+
+Every wait for ``done`` is bounded by a clock budget derived from the job
+(:func:`clock_budget`; ``$TCORE_CLOCK_BUDGET`` overrides it): a lost ``done`` is a failure
+that names what was awaited, not a hang.
 """
 
 from __future__ import annotations
@@ -22,7 +28,6 @@ from cocotb.triggers import ClockCycles, RisingEdge, Timer
 
 from golden.gemm import matmul_t
 from tb import memh
-from tb.wmma_model import words_of
 
 CLOCK_NS = 10
 CFG_FIELDS = [("tiles_m", 8), ("tiles_n", 8), ("steps", 8), ("a_base", 20), ("b_base", 20),
@@ -54,6 +59,17 @@ def layout(m, n, k, acc_f16):
     return 0, a_words, a_words + b_words, a_words + b_words + d_words
 
 
+def clock_budget(m, n, k, cores=1, extra=0) -> int:
+    """Clocks a GEMM may take before its ``done`` counts as lost: twice the core beats per core
+    (the GEMM top keeps its cores above 0.9 busy), 600 per 16x16 tile for loads and stores,
+    ``extra`` (an FP4 design's decode and epilogue) and a margin."""
+    override = os.environ.get("TCORE_CLOCK_BUDGET")
+    if override:
+        return int(override)
+    beats = m * n * k // 64
+    return 2 * beats // cores + 600 * (m // 16) * (n // 16) + extra + 5000
+
+
 class GemmRunner:
     def __init__(self, dut):
         self.dut = dut
@@ -69,41 +85,63 @@ class GemmRunner:
         await ClockCycles(d.clk, 2)
         d.rst.value = 0
 
-    async def poke(self, base, data: np.ndarray):
-        """Write through the host port, one word per clock (small GEMMs)."""
-        d = self.dut
-        for i, w in enumerate(words_of(np.ascontiguousarray(data).view(np.uint8).reshape(-1))):
-            d.host_addr.value, d.host_wdata.value, d.host_we.value = base + i, w, 1
-            await RisingEdge(d.clk)
-        d.host_we.value = 0
-
     async def peek(self, base, nwords) -> np.ndarray:
         """Read words base.. at once through the memory dump hook (``tb.memh``)."""
         return await memh.dump(self.dut, base, nwords)
 
-    async def run(self, a, b, *, bf16, acc_f16, progress=None, chunk=1024, preloaded=False):
+    async def preload(self, a, b, acc_f16):
+        """Put A and B into the memory at once through the load hook (``tb.memh``); the
+        design must be idle."""
+        m, k = a.shape
+        a_base, b_base, _, _ = layout(m, b.shape[1], k, acc_f16)
+        assert b_base == a_base + a.size * 2 // 16
+        await memh.load(self.dut, a_base, np.concatenate([
+            np.ascontiguousarray(a).view(np.uint8).reshape(-1),
+            np.ascontiguousarray(b).view(np.uint8).reshape(-1)]))
+        await RisingEdge(self.dut.clk)
+
+    async def launch(self, a, b, *, bf16, acc_f16):
+        """Set cfg for A (M x K) and B (K x N) at the standard layout and pulse start."""
         d = self.dut
         m, k = a.shape
         n = b.shape[1]
         a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
-        if not preloaded:
-            await self.poke(a_base, a)
-            await self.poke(b_base, b)
         d.cfg.value = cfg_word(tiles_m=m // 16, tiles_n=n // 16, steps=k // 16, a_base=a_base,
                                b_base=b_base, d_base=d_base, bf16=bf16, acc_f16=acc_f16)
         await RisingEdge(d.clk)
         d.start.value = 1
         await RisingEdge(d.clk)
         d.start.value = 0
+
+    async def run(self, a, b, *, bf16, acc_f16, progress=None, chunk=1024, preloaded=False,
+                  budget=None, extra=0):
+        """Run a GEMM and return (D, cycles, beats); fail if ``done`` has not risen within
+        ``budget`` clocks (default :func:`clock_budget`, ``extra`` added)."""
+        d = self.dut
+        m, k = a.shape
+        n = b.shape[1]
+        a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
+        cores = int(os.environ.get("TCORE_CORES", "1"))
+        budget = clock_budget(m, n, k, cores, extra) if budget is None else budget
+        if not preloaded:
+            await self.preload(a, b, acc_f16)
+        await self.launch(a, b, bf16=bf16, acc_f16=acc_f16)
         total = (m // 16) * (n // 16)
+        waited = 0
         while True:
             # A timer, not ClockCycles: no Python runs on the clock edges in between.
-            await Timer(chunk * CLOCK_NS, unit="ns")
+            step = max(1, min(chunk, budget - waited))
+            await Timer(step * CLOCK_NS, unit="ns")
+            waited += step
             if progress:
                 with open(progress, "w") as f:
                     f.write(f"{d.tiles_done.value.to_unsigned()} {total} {d.cycles.value.to_unsigned()}\n")
-            if d.done.value == 1:
+            if d.done.value.is_resolvable and d.done.value == 1:
                 break
+            if waited >= budget:
+                raise AssertionError(
+                    f"done did not rise within {budget} clocks of start ({m}x{n}x{k} GEMM, "
+                    f"{d.tiles_done.value} of {total} tiles stored, busy={d.busy.value})")
         out = (await self.peek(d_base, end - d_base)).view(np.uint16 if acc_f16 else np.uint32).reshape(m, n)
         return out, d.cycles.value.to_unsigned(), d.beats.value.to_unsigned()
 
@@ -127,12 +165,9 @@ async def random_gemms(dut):
     rng = np.random.default_rng(int(os.environ.get("TCORE_SEED", "3")))
     r = GemmRunner(dut)
     await r.start()
-    import ml_dtypes
     for m, n, k, fmt, acc_f16 in ((32, 48, 32, "fp16", False), (16, 32, 48, "bf16", False),
                                   (48, 16, 32, "fp16", True), (16, 16, 16, "fp16", False)):
-        conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
-        a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
-        b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
+        a, b = random_operands(rng, m, n, k, fmt)
         d, cycles, beats = await r.run(a, b, bf16=fmt == "bf16", acc_f16=acc_f16, chunk=64)
         want = matmul_t(a, b, in_fmt=fmt, out_fmt="fp16" if acc_f16 else "fp32")
         bad = int((d != want).sum())
@@ -140,3 +175,47 @@ async def random_gemms(dut):
         assert beats == m * n * k // 64, f"{beats} beats for {m}x{n}x{k}"
         assert cycles >= beats // int(os.environ.get("TCORE_CORES", "1"))
         dut._log.info(f"{m}x{n}x{k} {fmt}: {cycles} clocks, {beats} beats")
+
+
+def random_operands(rng, m, n, k, fmt):
+    import ml_dtypes
+    conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
+    a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
+    b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
+    return a, b
+
+
+@cocotb.test()
+async def reset_midrun(dut):
+    """Reset in the middle of a GEMM: busy and done fall and stay low, the memory is not
+    written after the reset, and the next GEMM (other operands) is bit-exact."""
+    rng = np.random.default_rng(int(os.environ.get("TCORE_SEED", "4")))
+    r = GemmRunner(dut)
+    await r.start()
+    m, n, k = 32, 32, 32
+    a, b = random_operands(rng, m, n, k, "fp16")
+    _, _, d_base, end = layout(m, n, k, False)
+    await r.preload(a, b, False)
+    # D starts as a known pattern, so that a write after the reset shows.
+    await memh.load(dut, d_base, np.full((end - d_base) * 16, 0xA5, np.uint8))
+    await r.launch(a, b, bf16=False, acc_f16=False)
+    await ClockCycles(dut.clk, 300)          # a first tile stored or storing, others in flight
+    assert dut.busy.value == 1 and dut.done.value == 0, "the GEMM ended before the reset"
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 2)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+    before = await r.peek(d_base, end - d_base)
+    for _ in range(400):
+        await RisingEdge(dut.clk)
+        assert dut.busy.value.is_resolvable and dut.busy.value == 0, "busy after the reset"
+        assert dut.done.value.is_resolvable and dut.done.value == 0, "done after the reset"
+    assert dut.tiles_done.value == 0 and dut.cycles.value == 0 and dut.beats.value == 0
+    after = await r.peek(d_base, end - d_base)
+    assert np.array_equal(before, after), "the memory was written after the reset"
+    a, b = random_operands(rng, m, n, k, "fp16")
+    d, cycles, beats = await r.run(a, b, bf16=False, acc_f16=False, chunk=64)
+    want = matmul_t(a, b)
+    bad = int((d != want).sum())
+    assert bad == 0, f"after a reset: {bad} of {d.size} mismatches"
+    assert beats == m * n * k // 64, f"{beats} beats after a reset"

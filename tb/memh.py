@@ -28,12 +28,21 @@ def write_memh(path, image: np.ndarray):
         f.write("\n")
 
 
-def read_memh(path, nwords) -> np.ndarray:
-    """$writememh text back to a byte image."""
+def read_memh(path, nwords, base: int = 0) -> np.ndarray:
+    """$writememh text back to a byte image.
+
+    A word with an X or Z digit (an unwritten or undriven bit on Icarus) is a failure that
+    names its word address (``base`` + line), never a zero.
+    """
     lines = [ln.strip() for ln in open(path) if ln.strip() and not ln.startswith("//")]
     if len(lines) != nwords:
         raise AssertionError(f"memory dump has {len(lines)} words, expected {nwords}")
-    return np.frombuffer(b"".join(bytes.fromhex(ln.replace("x", "0").zfill(32))[::-1] for ln in lines),
+    unknown = [i for i, ln in enumerate(lines) if any(ch in "xXzZ" for ch in ln)]
+    if unknown:
+        first = ", ".join(f"word {base + i} ({lines[i]})" for i in unknown[:4])
+        raise AssertionError(f"memory dump holds X or Z in {len(unknown)} of {nwords} words: "
+                             f"{first}{' ...' if len(unknown) > 4 else ''}")
+    return np.frombuffer(b"".join(bytes.fromhex(ln.zfill(32))[::-1] for ln in lines),
                          np.uint8).copy()
 
 
@@ -57,4 +66,4 @@ async def load(dut, base: int, image: np.ndarray):
 async def dump(dut, base: int, nwords: int) -> np.ndarray:
     """The bytes of words ``base .. base + nwords - 1``."""
     await _pulse(dut, dut.tcore_dump, base, nwords)
-    return read_memh(os.environ.get("TCORE_MEMH_OUT", "tcore_dump.memh"), nwords)
+    return read_memh(os.environ.get("TCORE_MEMH_OUT", "tcore_dump.memh"), nwords, base)
