@@ -167,12 +167,13 @@ def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode
     m, k = a.shape[-2:]
     n = b.shape[-1]
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2], c.shape[:-2])
-    a = np.broadcast_to(a, batch + (m, k)).reshape(-1, m, k)
-    b = np.broadcast_to(b, batch + (k, n)).reshape(-1, k, n)
-    c = np.broadcast_to(c, batch + (m, n)).reshape(-1, m, n)
+    nb = int(np.prod(batch, dtype=np.int64))
+    if nb * m * n == 0:                         # nothing to compute: the empty result
+        return np.zeros(batch + (m, n), dtype=c.dtype)
+    a = np.broadcast_to(a, batch + (m, k)).reshape(nb, m, k)
+    b = np.broadcast_to(b, batch + (k, n)).reshape(nb, k, n)
+    c = np.broadcast_to(c, batch + (m, n)).reshape(nb, m, n)
     out = np.empty(c.shape, dtype=c.dtype)
-    if out.size == 0:
-        return out.reshape(batch + (m, n))
     if kind == "int8":
         def run(a, b, c):
             return _int_chunk(a, b, c, in_fmt == "u8", step.block, saturate)

@@ -135,8 +135,9 @@ def problem(data: dict, kernel: str, tiles: int | None = None, where: str = "fil
     (row-major tile order, all K steps) of a whole-GEMM file.
     """
     kern = KERNELS[kernel]
-    if "a" not in data:
-        raise VectorFileError(f"{where}: missing key 'a'")
+    for key in ("a", kern.d_key):
+        if key not in data:
+            raise VectorFileError(f"{where}: missing key {key!r}")
     ndim = data["a"].ndim
     if ndim not in (2, 3):
         raise VectorFileError(f"{where}: 'a' must be (T, M, K) or (M, K), not shape {data['a'].shape}")

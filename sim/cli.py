@@ -15,6 +15,12 @@ from pathlib import Path
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
 
 
+#: ``tcore verify --kernel`` choices, as in ``golden.silicon.KERNELS`` (listed here so that
+#: ``tcore --help`` need not import NumPy; a test checks that the two agree).
+KERNEL_NAMES = ("f16_f32", "bf16_f32", "f16_f16", "e4m3_f32", "e5m2_f32", "e4m3_e5m2_f32",
+                "e4m3_f16", "e4m3_f32_p128", "tf32_f32", "s8_s32", "s8_s32_sat", "u8_s8_s32")
+
+
 class CliError(Exception):
     """An error reported as one line on stderr with exit status 2."""
 
@@ -25,15 +31,27 @@ def cmd_verify(args) -> int:
     import numpy as np
     from golden import get_arch
     from golden.silicon import KERNELS, VectorFileError, kernels_in, load, problem
-    from sim.backends import RTL_BACKENDS, BackendError, run_tiles
+    from sim.backends import RTL_BACKENDS, RTL_KERNELS, BackendError, run_tiles
     from sim.gemm import run_gemm
     from sim.runner import SimError
 
     arch = get_arch(args.arch)
+    rtl = args.backend in RTL_BACKENDS
     if args.tiles is not None and args.tiles < 1:
         raise CliError(f"--tiles must be at least 1, not {args.tiles}")
-    if args.kernel != "all" and KERNELS[args.kernel].in_fmt == "bf16" and not arch.bf16:
-        raise CliError(f"--arch {arch.name} has no BF16 path: kernel {args.kernel} cannot run")
+
+    def refuse(name):
+        """Why kernel ``name`` cannot run here (arch or backend), or None."""
+        kind = KERNELS[name].kind
+        if not arch.has(kind):
+            return f"--arch {arch.name} has no {kind.upper()} path: kernel {name} is modelled for hopper"
+        if rtl and name not in RTL_KERNELS:
+            return (f"kernel {name} runs on --backend golden only: the RTL has the "
+                    f"{', '.join(RTL_KERNELS)} kernels")
+        return None
+
+    if args.kernel != "all" and refuse(args.kernel):
+        raise CliError(refuse(args.kernel))
     # Read and validate every file before running anything: a bad file fails fast.
     jobs = []
     for path in args.files:
@@ -47,12 +65,18 @@ def cmd_verify(args) -> int:
             else:
                 names = [args.kernel]
             for name in names:
-                if KERNELS[name].in_fmt == "bf16" and not arch.bf16:
-                    print(f"{Path(path).name}: skipping {name}: {arch.name} has no BF16 path")
+                why = refuse(name)
+                if why and rtl and arch.has(KERNELS[name].kind):
+                    raise CliError(f"{path}: {why}")
+                if why:
+                    print(f"{Path(path).name}: skipping {name}: {arch.name} has no "
+                          f"{KERNELS[name].kind.upper()} path")
                     continue
                 jobs.append((path, data, problem(data, name, args.tiles, where=str(path))))
         except VectorFileError as e:
             raise CliError(str(e)) from None
+    if not jobs:
+        raise CliError(f"nothing to check: no kernel of these files runs with --arch {arch.name}")
     checked = mismatched = 0
     rtl = args.backend in RTL_BACKENDS
     for path, data, prob in jobs:
@@ -74,9 +98,9 @@ def cmd_verify(args) -> int:
                 got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)
                 got = got.reshape(-1, 16, 16)[:len(prob.c)]
             else:
-                got, info = run_tiles(args.backend, prob.a, prob.b, prob.c, in_fmt=k.in_fmt,
-                                      out_fmt=k.out_fmt, arch=arch, through=args.through or "core",
-                                      waves=args.waves)
+                got, info = run_tiles(args.backend, prob.a, prob.b, prob.c, arch=arch,
+                                      through=args.through or "core", waves=args.waves,
+                                      **k.mma_args())
         except (BackendError, SimError) as e:
             raise CliError(str(e)) from None
         if info.get("waves"):
@@ -86,7 +110,7 @@ def cmd_verify(args) -> int:
                 if prob.gemm else f"{len(prob.c)} tiles")
         if whole:
             what += f", {info['cycles']} clk"
-        print(f"{Path(path).name:40s} {k.name:9s} {what:28s} "
+        print(f"{Path(path).name:40s} {k.name:13s} {what:28s} "
               f"checked {got.size:7d} mismatches {bad}", flush=True)
         checked += got.size
         mismatched += bad
@@ -494,7 +518,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     v = sub.add_parser("verify", help="check a backend against captured silicon vectors")
     v.add_argument("files", nargs="+", metavar="FILE.npz")
-    v.add_argument("--kernel", default="all", choices=["f16_f32", "bf16_f32", "f16_f16", "all"])
+    v.add_argument("--kernel", default="all", choices=[*KERNEL_NAMES, "all"],
+                   help="the d_<kernel> array to check (default: every one the file has)")
     v.add_argument("--backend", default="golden")
     v.add_argument("--through", default=None, choices=["core", "wmma", "gemm"],
                    help="RTL path: tiles straight into the MMA core (the default, but for whole "

@@ -19,7 +19,7 @@ def test_silicon_files_are_present():
     assert len(TILE_FILES) == 9 and len(GEMM_FILES) == 4
 
 
-@pytest.mark.parametrize("kernel", list(KERNELS))
+@pytest.mark.parametrize("kernel", ["f16_f32", "bf16_f32", "f16_f16"])
 @pytest.mark.parametrize("name", TILE_FILES + GEMM_FILES)
 def test_golden_matches_silicon(name, kernel):
     data = load(SILICON / name)

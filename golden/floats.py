@@ -1,0 +1,120 @@
+"""``golden.matmul``: the tensor core's D = A·B + C on NumPy floats (or integers), any shape.
+
+The entry for numerics work: the arrays' dtypes say the formats, and the result is an ordinary
+float32 / float16 / int32 array holding exactly the bits an H200 produces.  Underneath it is
+:func:`golden.mma.mma` on the bit patterns.
+
+==================================  =====================  ==============================
+``a``, ``b`` dtypes                 input format           ``out`` (result dtype)
+==================================  =====================  ==============================
+float16, float16                    FP16                   None (float32) or "fp16"
+bfloat16, bfloat16 (ml_dtypes)      BF16                   None (float32)
+float8_e4m3fn / float8_e5m2, any    FP8 E4M3 / E5M2        None (float32) or "fp16";
+mix (ml_dtypes)                                            ``instr="wgmma"`` required
+float32, float32                    TF32 (low 13 fraction  None (float32)
+                                    bits ignored)
+int8 or uint8, int8                 S8 / U8 x S8           None (int32)
+==================================  =====================  ==============================
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .mma import mma
+
+__all__ = ["matmul"]
+
+
+def _dtypes():
+    import ml_dtypes
+    return {np.dtype(np.float16): "fp16", np.dtype(ml_dtypes.bfloat16): "bf16",
+            np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2",
+            np.dtype(np.float32): "tf32", np.dtype(np.int8): "s8", np.dtype(np.uint8): "u8"}
+
+
+_ACCEPTED = ("a and b both float16 (FP16), both bfloat16 (BF16), float8_e4m3fn/float8_e5m2 in "
+             "any mix (FP8), both float32 (TF32), or int8/uint8 a with int8 b (INT8)")
+_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def _formats(a, b):
+    names = _dtypes()
+    fa, fb = names.get(a.dtype), names.get(b.dtype)
+    fp8 = ("e4m3", "e5m2")
+    ok = (fa is not None and fb is not None and
+          (fa == fb and fa not in ("u8",) or (fa in fp8 and fb in fp8) or (fa == "u8" and fb == "s8")))
+    if not ok:
+        raise TypeError(f"matmul takes {_ACCEPTED}; not a {a.dtype}, b {b.dtype}")
+    return fa, fb
+
+
+def matmul(a, b, c=None, *, out=None, arch="hopper", instr="mma", saturate=False, promote=None):
+    """D = A·B + C as an NVIDIA tensor core computes it (default: an H200).
+
+    Parameters
+    ----------
+    a : array (..., M, K)
+        float16, ml_dtypes bfloat16, float8_e4m3fn or float8_e5m2, float32 (read as TF32: its
+        13 low fraction bits are ignored, not rounded), int8 or uint8.
+    b : array (..., K, N)
+        The same format as ``a`` (FP8: either E4M3 or E5M2; INT8: int8).
+    c : array (..., M, N) or None
+        The addend, zeros if None: float32 (float16 when ``out="fp16"``), int32 for INT8.
+    out : None or "fp16"
+        The accumulator: None is FP32 (S32 for INT8); ``"fp16"`` rounds each step once to
+        nearest-even FP16 (FP16 and FP8 inputs only).
+    arch : "hopper", "ampere" or "volta"
+        FP16/BF16 for all three; TF32, FP8 and INT8 are modelled for Hopper only.
+    instr : "mma" or "wgmma"
+        The same bits for FP16, BF16, TF32 and INT8 (measured); FP8 requires ``"wgmma"``.
+    saturate : bool
+        INT8: ``.satfinite``, the sum clamped to the int32 range after each 32-wide K step
+        (as chained instructions do); otherwise it wraps modulo 2**32.
+    promote : None or 128
+        FP8 with FP32 output: cuBLASLt's default accumulation (``torch._scaled_mm`` without
+        fast accumulation): K chunks of 128, each a wgmma chain from zero, added in K order
+        into FP32 with round-to-nearest-even, then C added once, the same way.
+
+    K longer than the instruction's is the chain rule: steps of the block width (16 for
+    FP16/BF16, 32 for FP8, 8 for TF32 on Hopper), each step's rounded result the next one's C.
+    Batch dimensions broadcast as in ``numpy.matmul``.
+
+    Returns
+    -------
+    float32, float16 or int32 array of shape broadcast(...) + (M, N).
+
+    Example
+    -------
+    One FP16 product of 1 and three of 2**-24: the exact sum is 1 + 3 * 2**-24; the H200
+    truncates the sum toward zero to FP32, so D is 1 + 2**-23, where a float64 (or a correctly
+    rounded FP32) result differs:
+
+    >>> import numpy as np; from golden import matmul
+    >>> a = np.array([[1, 2**-12, 2**-12, 2**-12]], np.float16)
+    >>> float(matmul(a, a.T.copy())[0, 0])
+    1.0000001192092896
+    >>> float((a.astype(np.float64) @ a.T.astype(np.float64))[0, 0])
+    1.0000001788139343
+    """
+    a, b = np.asarray(a), np.asarray(b)
+    fa, fb = _formats(a, b)
+    kind_int = fa in ("s8", "u8")
+    if out not in (None, "fp16"):
+        raise ValueError(f"out must be None (FP32, S32 for INT8) or 'fp16', not {out!r}")
+    if out == "fp16" and fa not in ("fp16", "e4m3", "e5m2"):
+        raise ValueError(f"out='fp16' is for FP16 and FP8 inputs, not {a.dtype}")
+    out_fmt = "s32" if kind_int else (out or "fp32")
+    c_dtype = {"s32": np.int32, "fp32": np.float32, "fp16": np.float16}[out_fmt]
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"a and b must be at least 2-D (..., rows, cols), not {a.shape}, {b.shape}")
+    if c is None:
+        c = np.zeros((a.shape[-2], b.shape[-1]), c_dtype)
+    c = np.asarray(c)
+    if c.dtype != c_dtype:
+        raise TypeError(f"c must be {np.dtype(c_dtype).name} for {a.dtype} inputs with "
+                        f"out={out!r}, not {c.dtype}")
+    bits = mma(a.view(_BITS[a.itemsize]), b.view(_BITS[b.itemsize]), c.view(_BITS[c.itemsize]),
+               in_fmt=fa, b_fmt=fb, out_fmt=out_fmt, arch=arch, instr=instr, saturate=saturate,
+               promote=promote)
+    return bits.view(c_dtype)
