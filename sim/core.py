@@ -50,7 +50,8 @@ def run_through(through: str, sim: str, a, b, c, *, in_fmt: str, out_fmt: str, w
             vcd.parent.mkdir(parents=True, exist_ok=True)
         d, cycles, sim_s = run_job(make(design, **params), job, vcd=vcd and str(vcd))
         return d, {"cycles": cycles, "sim_s": sim_s, "waves": vcd}
-    env = {"TCORE_STALL": str(stall), "TCORE_SEED": str(seed), **bench_env(through, params)}
+    env = {"TCORE_STALL": str(stall), "TCORE_RESP_STALL": str(stall), "TCORE_SEED": str(seed),
+           **bench_env(through, params)}
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:

@@ -1,5 +1,6 @@
 """The warp WMMA unit (memory, fragment bank, sequencer, core) through its cocotb bench on
-Verilator and Icarus: layouts, ldm, refused commands, back-to-back timing and silicon tiles."""
+Verilator and Icarus: layouts, ldm, refused commands, back-to-back timing, reset in mid-run,
+response back-pressure and silicon tiles."""
 
 import numpy as np
 import pytest
@@ -15,7 +16,8 @@ SIMS = ["verilator", "icarus"]
 
 @pytest.mark.parametrize("sim", SIMS)
 def test_wmma_bench(sim):
-    run_bench(sim, "wmma", "tb.wmma_bench", ["layouts_and_ldm", "bad_ldm_and_alignment", "back_to_back"],
+    run_bench(sim, "wmma", "tb.wmma_bench",
+              ["layouts_and_ldm", "bad_ldm_and_alignment", "back_to_back", "reset_midrun"],
               params=PATHS["wmma"][2], env=bench_env("wmma"), quiet=True)
 
 
@@ -41,3 +43,28 @@ def test_silicon_through_wmma(sim, kernel):
         d, _ = run_through("wmma", sim, p.a, p.b, p.c, in_fmt=p.kernel.in_fmt, out_fmt=p.kernel.out_fmt)
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{name} {kernel} through wmma on {sim}: {bad} of {d.size} differ from the H200"
+
+
+def test_silicon_through_wmma_with_response_backpressure():
+    """resp.ready low at random (half the clocks): no response lost, every bit the H200's."""
+    p = problem(load(SILICON / "h200_normal.npz"), "f16_f32", 3)
+    d, _ = run_through("wmma", "verilator", p.a, p.b, p.c, in_fmt="fp16", out_fmt="fp32",
+                       stall=0.5, seed=3)
+    assert np.array_equal(d, p.expected)
+
+
+def test_response_check_has_teeth():
+    """The per-response check the bench applies to every command it issues."""
+    from tb.wmma_bench import check_responses
+    from tb.wmma_model import Op, cmd_word
+    cmds = [cmd_word(op=Op.FILL, kind=2, tag=1), cmd_word(op=Op.MMA, tag=2)]
+    check_responses(cmds, [{"tag": 2, "op": Op.MMA, "error": 0}, {"tag": 1, "op": Op.FILL, "error": 0}])
+    with pytest.raises(AssertionError, match="do not answer"):       # a lost response
+        check_responses(cmds, [{"tag": 1, "op": Op.FILL, "error": 0}])
+    with pytest.raises(AssertionError, match="do not answer"):       # a wrong op
+        check_responses(cmds, [{"tag": 1, "op": Op.FILL, "error": 0}, {"tag": 2, "op": Op.LOAD, "error": 0}])
+    with pytest.raises(AssertionError, match="tag 2 .*error 1, expected 0"):
+        check_responses(cmds, [{"tag": 1, "op": Op.FILL, "error": 0}, {"tag": 2, "op": Op.MMA, "error": 1}])
+    with pytest.raises(AssertionError, match="tag 1 .*error 0, expected 1"):
+        check_responses(cmds, [{"tag": 1, "op": Op.FILL, "error": 0}, {"tag": 2, "op": Op.MMA, "error": 0}],
+                        refused={1})
