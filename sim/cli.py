@@ -308,18 +308,38 @@ def _pin_blas_threads():
         os.environ[var] = "1"
 
 
-def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1) -> dict:
-    """Time the golden model against float32 ``numpy.matmul`` on the same random tiles."""
-    import time
-    import numpy as np
-    from golden import mma
+#: ``tcore bench golden``'s input kinds: (label, golden.matmul arguments, K of one instruction).
+GOLDEN_BENCH_KINDS = {
+    "fp16_f32": ("FP16->FP32", "float16", {}, 16),
+    "bf16_f32": ("BF16->FP32", "bfloat16", {}, 16),
+    "fp16_f16": ("FP16->FP16", "float16", {"out": "fp16"}, 16),
+    "e4m3_f32": ("FP8 E4M3->FP32 (wgmma)", "float8_e4m3fn", {"instr": "wgmma"}, 32),
+    "tf32_f32": ("TF32->FP32", "float32", {}, 8),
+    "s8_s32": ("INT8->S32", "int8", {}, 32),
+}
 
+
+def _blas() -> str:
+    import numpy as np
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+    except Exception:                               # older NumPy: no dict form of the config
+        return "unknown BLAS"
+
+
+def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1) -> dict:
+    """Time the golden model against float32 ``numpy.matmul`` (+ C) on the same random tiles,
+    for each input kind: ``tiles`` 16x16 tiles of one instruction's K (16, 32 for FP8 and
+    INT8, 8 for TF32), one thread, best of ``repeat``."""
+    import time
+    import ml_dtypes
+    import numpy as np
+    from golden import matmul
+
+    if tiles < 1:
+        raise CliError(f"--tiles must be at least 1, not {tiles}")
     rng = np.random.default_rng(seed)
-    a32 = rng.standard_normal((tiles, 16, 16)).astype(np.float16)
-    b32 = rng.standard_normal((tiles, 16, 16)).astype(np.float16)
-    c32 = rng.standard_normal((tiles, 16, 16)).astype(np.float32)
-    a, b, c = a32.view(np.uint16), b32.view(np.uint16), c32.view(np.uint32)
-    a32, b32 = a32.astype(np.float32), b32.astype(np.float32)
 
     def best(fn):
         times = []
@@ -329,11 +349,27 @@ def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1) -> dict:
             times.append(time.perf_counter() - t)
         return min(times)
 
-    golden_s = best(lambda: mma(a, b, c, in_fmt="fp16", out_fmt="fp32"))
-    matmul_s = best(lambda: np.matmul(a32, b32) + c32)
-    dots = tiles * 256
-    return {"tiles": tiles, "dots": dots, "golden_s": golden_s, "matmul_f32_s": matmul_s,
-            "dots_per_s": dots / golden_s, "ratio": golden_s / matmul_s}
+    kinds = {}
+    for key, (label, dtype, kw, k) in GOLDEN_BENCH_KINDS.items():
+        dt = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
+        if dt.kind == "i":
+            a = rng.integers(-128, 128, (tiles, 16, k)).astype(dt)
+            b = rng.integers(-128, 128, (tiles, k, 16)).astype(dt)
+            c = rng.integers(-2**20, 2**20, (tiles, 16, 16)).astype(np.int32)
+        else:
+            a = rng.standard_normal((tiles, 16, k)).astype(dt)
+            b = rng.standard_normal((tiles, k, 16)).astype(dt)
+            c = rng.standard_normal((tiles, 16, 16)).astype(np.float16 if kw.get("out") else np.float32)
+        a32, b32, c32 = a.astype(np.float32), b.astype(np.float32), c.astype(np.float32)
+        golden_s = best(lambda: matmul(a, b, c, **kw))
+        matmul_s = best(lambda: np.matmul(a32, b32) + c32)
+        dots = tiles * 256
+        kinds[key] = {"label": label, "k": k, "dots": dots, "golden_s": golden_s,
+                      "matmul_f32_s": matmul_s, "dots_per_s": dots / golden_s,
+                      "ratio": golden_s / matmul_s}
+    f16 = kinds["fp16_f32"]
+    return {"tiles": tiles, "blas": _blas(), "threads": 1, "kinds": kinds,
+            **{key: f16[key] for key in ("dots", "golden_s", "matmul_f32_s", "dots_per_s", "ratio")}}
 
 
 def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:
@@ -415,12 +451,13 @@ def bench_all() -> dict:
 
 def print_bench_table(r: dict):
     g, s, gm = r["golden"], r["sim"], r["gemm"]
-    print(f"tcore benchmarks, {r['date']}, {r['machine']}")
+    print(f"tcore benchmarks, {r['date']}, {r['machine']}, NumPy with {g['blas']}, 1 thread")
     print()
     print("| benchmark | figure | ratio |")
     print("|---|---|---|")
-    print(f"| golden model, FP16->FP32 16-term dot products (1 thread) | {g['dots_per_s'] / 1e6:.2f} M/s "
-          f"| {g['ratio']:.0f}x the time of numpy float32 matmul |")
+    for x in g["kinds"].values():
+        print(f"| golden model, {x['label']} {x['k']}-term dot products (1 thread) | "
+              f"{x['dots_per_s'] / 1e6:.2f} M/s | {x['ratio']:.0f}x the time of numpy float32 matmul |")
     for sim, x in s.items():
         print(f"| MMA4 core on {sim}, K=16 tiles, bit-exact | {x['tiles_per_s']:.2f} tiles/s "
               f"({x['cycles_per_s']:.0f} clocks/s) | {x['ratio_vs_verilator']:.4f} of Verilator |")
@@ -449,10 +486,13 @@ def cmd_bench(args) -> int:
         return EXIT_OK
     if args.what == "golden":
         r = bench_golden(tiles=args.tiles)
-        print(f"golden model : {r['dots']} FP16->FP32 dot products (16 terms) in "
-              f"{r['golden_s'] * 1e3:.1f} ms = {r['dots_per_s'] / 1e6:.2f} M dots/s (best of 5, 1 thread)")
-        print(f"numpy float32: matmul + add on the same tiles in {r['matmul_f32_s'] * 1e3:.2f} ms")
-        print(f"ratio golden/matmul: {r['ratio']:.0f}x")
+        print(f"golden model against float32 numpy.matmul + C on {r['tiles']} random 16x16 tiles "
+              f"per kind (best of 5, 1 thread, NumPy with {r['blas']})")
+        print(f"{'input kind':24s} {'terms':>5s} {'golden ms':>10s} {'M dots/s':>9s} "
+              f"{'matmul ms':>10s} {'ratio':>6s}")
+        for x in r["kinds"].values():
+            print(f"{x['label']:24s} {x['k']:5d} {x['golden_s'] * 1e3:10.1f} "
+                  f"{x['dots_per_s'] / 1e6:9.2f} {x['matmul_f32_s'] * 1e3:10.2f} {x['ratio']:5.0f}x")
         if args.json:
             print(json.dumps(r))
         return EXIT_OK
@@ -499,6 +539,16 @@ def cmd_plot(args) -> int:
     if args.what == "layout":
         from sim.layout import rtl_layout
         plots.plot_layout(rtl_layout(), str(out))
+    elif args.what == "fp8-accumulation":
+        errors = plots.fp8_accumulation_errors()
+        names = list(plots.FP8_METHODS)
+        print("median relative error vs float64, 64 x 64 x K, C = 0; columns: " +
+              "; ".join(f"({i + 1}) {name}" for i, name in enumerate(names)))
+        print(f"{'K':>6s}" + "".join(f"  {d[:7] + ' (' + str(i + 1) + ')':>13s}"
+                                     for d in errors for i in range(len(names))))
+        for j, k in enumerate(plots.FP8_KS):
+            print(f"{k:6d}" + "".join(f"  {errors[d][name][j]:13.3e}" for d in errors for name in names))
+        plots.plot_fp8_accumulation(errors, str(out), ks=plots.FP8_KS)
     else:
         errors = plots.accumulation_errors()
         print(f"{'K':>6s}" + "".join(f"  {d[:7] + ' ' + acc:>15s}" for d in errors for acc in ("fp16", "fp32")))
@@ -572,8 +622,9 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--json", action="store_true", help="last line: one JSON object")
     sy.set_defaults(func=cmd_synth)
 
-    pl = sub.add_parser("plot", help="pictures: fragment ownership, accumulation error vs K")
-    pl.add_argument("what", choices=["layout", "accumulation"])
+    pl = sub.add_parser("plot", help="pictures: fragment ownership, accumulation error vs K, "
+                                     "Hopper's FP8 accumulation")
+    pl.add_argument("what", choices=["layout", "accumulation", "fp8-accumulation"])
     pl.add_argument("-o", required=True, metavar="FILE.png")
     pl.set_defaults(func=cmd_plot)
 

@@ -1,14 +1,23 @@
-"""The pictures: fragment ownership (``tcore plot layout``) and accumulation error vs K
-(``tcore plot accumulation``).  matplotlib is an optional extra (``pip install -e .[plot]``).
+"""The pictures: fragment ownership (``tcore plot layout``), accumulation error vs K
+(``tcore plot accumulation``) and Hopper's FP8 accumulation (``tcore plot fp8-accumulation``).
+matplotlib is an optional extra (``pip install -e .[plot]``).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ownership", "plot_layout", "accumulation_errors", "plot_accumulation", "ACC_KS"]
+__all__ = ["ownership", "plot_layout", "accumulation_errors", "plot_accumulation", "ACC_KS",
+           "fp8_accumulation_errors", "plot_fp8_accumulation", "FP8_KS", "FP8_METHODS"]
 
 ACC_KS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+FP8_KS = [2 ** i for i in range(5, 15)]          # 32 .. 16384
+#: The three computations of the FP8 picture: golden.matmul arguments on (E4M3 or FP16) inputs.
+FP8_METHODS = {
+    "FP8 wgmma chain (13-bit accumulator)": ("fp8", {"instr": "wgmma"}),
+    "FP8, promoted to FP32 every 128 of K": ("fp8", {"instr": "wgmma", "promote": 128}),
+    "the same values as FP16, FP32 accumulate": ("fp16", {}),
+}
 
 
 def _pyplot():
@@ -107,5 +116,63 @@ def plot_accumulation(errors: dict, path: str, ks=ACC_KS):
     ax.grid(True, which="both", alpha=0.3)
     ax.legend(fontsize=8)
     fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def fp8_accumulation_errors(ks=FP8_KS, m: int = 64, n: int = 64, seed: int = 1):
+    """Median relative error (over outputs, vs the float64 product) of FP8 GEMMs with C = 0.
+
+    Inputs: N(0, 1) and U[0.5, 1.5] draws rounded to E4M3.  For each K and each of
+    :data:`FP8_METHODS`, through the silicon-exact golden model: the plain wgmma chain (K/32
+    steps, each cut to 13 fraction bits), DeepSeek-V3's promotion (each 128-wide chunk of K a
+    wgmma chain from zero, the chunk results added into FP32 with round-to-nearest-even, as
+    cuBLASLt does by default), and the same values as FP16 inputs (exact in FP16) through the
+    FP16 -> FP32 chain.  Returns ``{distribution: {method: [...]}}`` in the order of ``ks``.
+    """
+    import ml_dtypes
+    from golden import matmul
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for dist in ("normal", "uniform [0.5,1.5]"):
+        errs = {name: [] for name in FP8_METHODS}
+        for k in ks:
+            def draw(shape):
+                x = rng.standard_normal(shape) if dist == "normal" else rng.uniform(0.5, 1.5, shape)
+                return x.astype(ml_dtypes.float8_e4m3fn)
+            a8, b8 = draw((m, k)), draw((k, n))
+            exact = a8.astype(np.float64) @ b8.astype(np.float64)
+            nz = exact != 0
+            for name, (kind, kw) in FP8_METHODS.items():
+                a, b = (a8, b8) if kind == "fp8" else (a8.astype(np.float16), b8.astype(np.float16))
+                d = matmul(a, b, **kw).astype(np.float64)
+                errs[name].append(float(np.median(np.abs(d - exact)[nz] / np.abs(exact[nz]))))
+        out[dist] = errs
+    return out
+
+
+def plot_fp8_accumulation(errors: dict, path: str, ks=FP8_KS):
+    plt = _pyplot()
+    fig, axes = plt.subplots(1, 2, figsize=(13, 5.5), sharey=True)
+    colours = ("tab:red", "tab:orange", "tab:blue")
+    floor = 1e-9            # a median error of 0 (exact) is drawn on this line
+    for ax, (dist, errs) in zip(axes, errors.items()):
+        for (name, e), colour in zip(errs.items(), colours):
+            e = np.asarray(e)
+            ax.loglog(ks, np.maximum(e, floor), marker="o", color=colour, label=name)
+            ax.plot(np.asarray(ks)[e == 0], np.full((e == 0).sum(), floor), "o", color=colour,
+                    markerfacecolor="white")
+        ax.axhline(floor, color="grey", lw=0.8, ls=":")
+        ax.text(ks[0], floor * 1.4, "median error 0 (exact): hollow markers", fontsize=8, color="grey")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("K (inner dimension)")
+        ax.set_title(f"E4M3 inputs: {dist}")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].set_ylabel("median relative error vs float64")
+    axes[0].legend(fontsize=8)
+    fig.suptitle("64 x 64 x K FP8 GEMMs on the H200 tensor core (golden model): the 13-bit FP8 "
+                 "accumulator, DeepSeek-V3's promotion, FP16 inputs", fontsize=11)
+    fig.tight_layout(rect=(0, 0, 1, 0.95))
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -370,3 +370,31 @@ def test_verify_malformed_lowprec_files_exit_2(tmp_path, capsys, mutate, msg):
     np.savez(f, **data)
     code, out, err = cli(capsys, "verify", str(f), "--kernel", "s8_s32")
     assert code == 2 and msg in err and out == ""
+
+
+# --- the FP8 accumulation picture ------------------------------------------------------------
+
+def test_fp8_accumulation_figures():
+    """The 13-bit accumulator loses to the promoted one once K passes 128, and both to FP16
+    inputs with FP32 accumulation (exact here: E4M3 products are short)."""
+    from sim.plots import FP8_METHODS, fp8_accumulation_errors
+    e = fp8_accumulation_errors(ks=[32, 128, 1024], m=16, n=16)
+    chain, promoted, fp16 = (e["uniform [0.5,1.5]"][name] for name in FP8_METHODS)
+    assert chain[0] == promoted[0] and chain[1] == promoted[1]     # K <= 128: the same sum
+    assert chain[2] > 10 * promoted[2] > 0
+    assert fp16 == [0.0, 0.0, 0.0]
+    normal = e["normal"]
+    assert normal[list(FP8_METHODS)[0]][2] > normal[list(FP8_METHODS)[1]][2]
+
+
+def test_plot_fp8_accumulation_writes_a_png(tmp_path, monkeypatch, capsys):
+    import sim.plots as plots
+    monkeypatch.setattr(plots, "FP8_KS", [32, 256])
+    real = plots.fp8_accumulation_errors
+    monkeypatch.setattr(plots, "fp8_accumulation_errors",
+                        lambda: real(ks=[32, 256], m=16, n=16))
+    out = tmp_path / "fp8.png"
+    assert main(["plot", "fp8-accumulation", "-o", str(out)]) == 0
+    table = capsys.readouterr().out.splitlines()
+    assert table[2].split()[0] == "32" and len(table[2].split()) == 7
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20000
