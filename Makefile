@@ -43,6 +43,7 @@ synth: $(STAMP)
 plots: $(STAMP)
 	$(BIN)/tcore plot layout -o docs/layout.png
 	$(BIN)/tcore plot accumulation -o docs/accumulation.png
+	$(BIN)/tcore plot fp8-accumulation -o docs/fp8_accumulation.png
 
 clean:
 	rm -rf build .pytest_cache
