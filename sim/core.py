@@ -12,11 +12,11 @@ import tempfile
 
 import numpy as np
 
-from tb.beats import Job
+from tb.beats import Job, save_jobs
 
 from .runner import build_dir, build_root, run_bench, wave_file
 
-__all__ = ["run_core", "run_through", "DEFAULT_PARAMS", "PATHS"]
+__all__ = ["run_core", "run_through", "run_many", "DEFAULT_PARAMS", "PATHS"]
 
 DEFAULT_PARAMS = {"stages": 2}
 WMMA_MEM_WORDS = 16384          # 256 KiB: a 16 x 2048 A strip and a 2048 x 16 B strip fit
@@ -34,11 +34,22 @@ def run_through(through: str, sim: str, a, b, c, *, in_fmt: str, out_fmt: str, w
     Returns D and a dict with ``cycles``, ``sim_s`` (seconds spent simulating, start-up
     excluded) and, with ``waves``, the waveform path.
     """
+    return run_many(through, sim, [(a, b, c, in_fmt, out_fmt)], waves=waves, stall=stall,
+                    seed=seed, params=params, quiet=quiet)[0]
+
+
+def run_many(through: str, sim: str, batches, *, waves=False, stall: float = 0.0, seed: int = 0,
+             params=None, quiet=True):
+    """:func:`run_through` for several batches ``(a, b, c, in_fmt, out_fmt)``, each of its own
+    K and formats, in ONE simulator run (one start-up, one build check).  Returns a list of
+    ``(d, info)``, one per batch."""
     from rtl.designs import make
 
     design, module, default = PATHS[through]
     params = dict(default if params is None else params)
-    job = Job(a, b, c, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
+    jobs = [Job(a, b, c, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
+            for a, b, c, in_fmt, out_fmt in batches]
+    dtypes = [np.asarray(c).dtype for _, _, c, _, _ in batches]
     if sim == "amaranth":
         if through != "core":
             raise ValueError("Amaranth's simulator runs --through core only (the warp design is "
@@ -48,23 +59,28 @@ def run_through(through: str, sim: str, a, b, c, *, in_fmt: str, out_fmt: str, w
         if waves:
             vcd = build_root() / "amaranth-mma4" / "mma4.vcd"
             vcd.parent.mkdir(parents=True, exist_ok=True)
-        d, cycles, sim_s = run_job(make(design, **params), job, vcd=vcd and str(vcd))
-        return d, {"cycles": cycles, "sim_s": sim_s, "waves": vcd}
+        out = []
+        for job in jobs:
+            d, cycles, sim_s = run_job(make(design, **params), job, vcd=vcd and str(vcd))
+            out.append((d, {"cycles": cycles, "sim_s": sim_s, "waves": vcd}))
+        return out
     env = {"TCORE_STALL": str(stall), "TCORE_RESP_STALL": str(stall), "TCORE_SEED": str(seed),
            **bench_env(through, params)}
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
+    out = []
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         jpath, rpath = os.path.join(tmp, "job.npz"), os.path.join(tmp, "result.npz")
-        job.save(jpath)
+        save_jobs(jpath, jobs)
         env.update(TCORE_JOB=jpath, TCORE_RESULT=rpath)
         run_bench(sim, design, module, "job", params=params, env=env, waves=waves, quiet=quiet)
         with np.load(rpath) as r:
-            d, cycles, sim_s = r["d"], int(r["cycles"]), float(r["sim_s"])
-    info = {"cycles": cycles, "sim_s": sim_s}
-    if waves:
-        info["waves"] = wave_file(sim, build_dir(sim, design, params, True), design)
-    return d.astype(c.dtype), info
+            for i, dt in enumerate(dtypes):
+                info = {"cycles": int(r[f"cycles{i}"]), "sim_s": float(r[f"sim_s{i}"])}
+                if waves:
+                    info["waves"] = wave_file(sim, build_dir(sim, design, params, True), design)
+                out.append((r[f"d{i}"].astype(dt), info))
+    return out
 
 
 def run_core(sim: str, a, b, c, **kw):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["BEAT_BITS", "block_beats", "pack_payloads", "unpack_outputs", "Job"]
+__all__ = ["BEAT_BITS", "block_beats", "pack_payloads", "unpack_outputs", "Job", "save_jobs", "load_jobs"]
 
 BEAT_BITS = 1027
 BLOCKS = [(i, j) for i in range(4) for j in range(4)]     # 4x4 output blocks of a 16x16 tile
@@ -98,3 +98,22 @@ class Job:
         z = np.load(path)
         return cls(z["a"], z["b"], z["c"], bf16=bool(z["bf16"]), acc_f16=bool(z["acc_f16"]),
                    fused=bool(z["fused"]))
+
+
+def save_jobs(path, jobs):
+    """Several batches (of any K and format each) in one file: one simulator run for all."""
+    arrays = {"n_jobs": len(jobs)}
+    for i, j in enumerate(jobs):
+        arrays.update({f"a{i}": j.a, f"b{i}": j.b, f"c{i}": j.c, f"bf16{i}": j.bf16,
+                       f"acc_f16{i}": j.acc_f16, f"fused{i}": j.fused})
+    np.savez(path, **arrays)
+
+
+def load_jobs(path) -> list[Job]:
+    """The batches of :func:`save_jobs` (or the one of :meth:`Job.save`)."""
+    z = np.load(path)
+    if "n_jobs" not in z.files:
+        return [Job.load(path)]
+    return [Job(z[f"a{i}"], z[f"b{i}"], z[f"c{i}"], bf16=bool(z[f"bf16{i}"]),
+                acc_f16=bool(z[f"acc_f16{i}"]), fused=bool(z[f"fused{i}"]))
+            for i in range(int(z["n_jobs"]))]

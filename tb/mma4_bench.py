@@ -24,8 +24,8 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from golden import mma4
-from tb.beats import Job, block_beats, blocks_to_tiles, pack_payloads, unpack_outputs
+from golden import mma, mma4
+from tb.beats import Job, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
 
 CLOCK_NS = 10
 
@@ -147,10 +147,12 @@ async def job(dut):
     stall = float(os.environ.get("TCORE_STALL", "0"))
     h = Harness(dut, stall, stall, seed=_env_int("TCORE_SEED", 0))
     await h.start()
-    j = Job.load(os.environ["TCORE_JOB"])
-    t0 = time.perf_counter()
-    d = await run_job(h, j)
-    np.savez(os.environ["TCORE_RESULT"], d=d, cycles=h.cycle, sim_s=time.perf_counter() - t0)
+    out = {}
+    for i, j in enumerate(load_jobs(os.environ["TCORE_JOB"])):
+        t0, c0 = time.perf_counter(), h.cycle
+        out[f"d{i}"] = await run_job(h, j)
+        out[f"cycles{i}"], out[f"sim_s{i}"] = h.cycle - c0, time.perf_counter() - t0
+    np.savez(os.environ["TCORE_RESULT"], **out)
 
 
 def random_tiles(rng, t, k, bf16, acc_f16):
@@ -255,6 +257,55 @@ async def reset_midstream(dut):
     h.drv.load(pack_payloads(*block_beats(a, b, c, 0, True), False, False))
     await h.run_until(seen + 16, limit=500)
     got = blocks_to_tiles(unpack_outputs(h.mon.words[seen:], False), 1)
-    from golden import mma
+
     assert np.array_equal(got, mma(a, b, c)), "wrong results after a reset"
     assert not h.mon.x_seen
+
+
+def _group_beats(a, b, c, *, bf16, acc_f16, flip_later=False):
+    """The beats of one group: a (4, 4n), b (4n, 4), c (4, 4) bits -> n payloads.  With
+    ``flip_later`` the beats after the first carry the other format flags, which the core
+    must ignore (a group takes bf16 and acc_f16 from its first beat)."""
+    nb = a.shape[1] // 4
+    out = []
+    for s in range(nb):
+        a4 = a[:, 4 * s:4 * s + 4].reshape(1, 16)
+        b4 = b[4 * s:4 * s + 4, :].reshape(1, 16)
+        c4 = c.astype(np.uint32).reshape(1, 16)
+        fb, fa = (bf16, acc_f16) if s == 0 or not flip_later else (not bf16, not acc_f16)
+        out += pack_payloads(a4, b4, c4, np.array([s == nb - 1]), fb, fa)
+    return out
+
+
+@cocotb.test()
+async def groups_and_format_changes(dut):
+    """Groups of 1, 2, 3 and 4 beats (K = 4, 8, 12, 16) in random order, each in a random
+    format (FP16 or BF16 in, FP32 or FP16 out), streamed back to back with random stalls on
+    both sides, so that format changes meet beats of other formats in flight.  Each group is
+    one block fused dot-add of its 4n products and C: ``golden.mma`` with K = 4n."""
+    seed = _env_int("TCORE_SEED", 4)
+    rng = np.random.default_rng(seed)
+    h = Harness(dut, in_stall=0.25, out_stall=0.25, seed=seed)
+    await h.start()
+    kernels = [(False, False), (True, False), (False, True)]
+    groups = []
+    for g in range(int(os.environ.get("TCORE_GROUPS", "64"))):
+        nb = int(rng.integers(1, 5))
+        bf16, acc_f16 = kernels[int(rng.integers(3))]
+        a, b, c = random_tiles(rng, 1, 4 * nb, bf16, acc_f16)
+        a, b, c = a[0, :4], b[0, :, :4], c[0, :4, :4]
+        groups.append((a, b, c, bf16, acc_f16))
+        h.drv.load(_group_beats(a, b, c, bf16=bf16, acc_f16=acc_f16, flip_later=bool(g % 2)))
+    await h.run_until(len(groups), limit=50 * 4 * len(groups) + 1000)
+    assert not h.mon.x_seen, "X or Z on o.payload"
+    sizes = {}
+    for g, ((a, b, c, bf16, acc_f16), word) in enumerate(zip(groups, h.mon.words)):
+        fmt = dict(in_fmt="bf16" if bf16 else "fp16", out_fmt="fp16" if acc_f16 else "fp32")
+        want = mma(a, b, c, **fmt).reshape(16)
+        got = unpack_outputs([word], acc_f16)[0]
+        bad = np.flatnonzero(got != want)
+        assert bad.size == 0, (f"group {g} (K={a.shape[1]}, {fmt}): {bad.size} of 16 differ, "
+                               f"first D[{bad[0] // 4}][{bad[0] % 4}] {got[bad[0]]:#x} != {want[bad[0]]:#x}")
+        sizes[a.shape[1]] = sizes.get(a.shape[1], 0) + 1
+    assert sorted(sizes) == [4, 8, 12, 16], sizes
+    dut._log.info(f"groups by K: {sizes}")

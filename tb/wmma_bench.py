@@ -33,7 +33,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 from golden import mma
 from golden.wmma import Fragment, load_matrix_sync, mma_sync, store_matrix_sync
 from tb import memh
-from tb.beats import Job
+from tb.beats import load_jobs
 from tb.wmma_model import CMD_BITS, Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
 
 CLOCK_NS = 10
@@ -250,11 +250,13 @@ async def job(dut):
     w = Warp(dut, resp_stall=float(os.environ.get("TCORE_RESP_STALL", "0")),
              seed=int(os.environ.get("TCORE_SEED", "0")))
     await w.start()
-    j = Job.load(os.environ["TCORE_JOB"])
-    t0 = time.perf_counter()
-    d = np.stack([await run_tile(w, j.a[t], j.b[t], j.c[t], bf16=j.bf16, acc_f16=j.acc_f16)
-                  for t in range(j.a.shape[0])])
-    np.savez(os.environ["TCORE_RESULT"], d=d, cycles=w.cycle, sim_s=time.perf_counter() - t0)
+    out = {}
+    for i, j in enumerate(load_jobs(os.environ["TCORE_JOB"])):
+        t0, c0 = time.perf_counter(), w.cycle
+        out[f"d{i}"] = np.stack([await run_tile(w, j.a[t], j.b[t], j.c[t], bf16=j.bf16, acc_f16=j.acc_f16)
+                                 for t in range(j.a.shape[0])])
+        out[f"cycles{i}"], out[f"sim_s{i}"] = w.cycle - c0, time.perf_counter() - t0
+    np.savez(os.environ["TCORE_RESULT"], **out)
 
 
 def _rand(rng, shape, fmt):

@@ -1,4 +1,6 @@
-"""The MMA4 core through its cocotb bench on Verilator and Icarus, and on Amaranth's simulator.
+"""The MMA4 core through its cocotb bench on Verilator and Icarus, and on Amaranth's simulator:
+random stalls, throughput and latency, reset in mid-stream, groups of 1 to 4 beats with
+format changes in flight, every pipeline depth.
 
 Silicon tiles go through the RTL and every output bit is compared with what the H200 computed
 (and hence with the golden model, which matches it bit for bit).
@@ -10,7 +12,7 @@ import pytest
 from golden import mma
 from golden.silicon import load, problem
 from rtl.mma4 import MMA4
-from sim.core import DEFAULT_PARAMS, run_core
+from sim.core import DEFAULT_PARAMS, run_core, run_many
 from sim.runner import SimError, run_bench
 
 from .conftest import SILICON
@@ -21,7 +23,8 @@ LATENCY = MMA4.latency_of(DEFAULT_PARAMS["stages"])
 
 @pytest.mark.parametrize("sim", SIMS)
 def test_bench_random_stalls_throughput_reset(sim):
-    run_bench(sim, "mma4", "tb.mma4_bench", ["random_stalls", "throughput_latency", "reset_midstream"],
+    run_bench(sim, "mma4", "tb.mma4_bench",
+              ["random_stalls", "throughput_latency", "reset_midstream", "groups_and_format_changes"],
               params=DEFAULT_PARAMS, env={"TCORE_LATENCY": str(LATENCY), "TCORE_SEED": "11"},
               quiet=True)
 
@@ -42,12 +45,24 @@ CASES = {
 }
 
 
+@pytest.mark.parametrize("stages", [0, 1, 3])
+def test_every_pipeline_depth_on_icarus(stages):
+    """The depths the bench default (2) does not build: the documented latency (4 + stages,
+    +3 fused) exactly, and groups of every length with format changes, bit-exact."""
+    run_bench("icarus", "mma4", "tb.mma4_bench", ["throughput_latency", "groups_and_format_changes"],
+              params={"stages": stages}, env={"TCORE_LATENCY": str(MMA4.latency_of(stages)),
+                                               "TCORE_GROUPS": "40"}, quiet=True)
+
+
 @pytest.mark.parametrize("kernel", ["f16_f32", "bf16_f32", "f16_f16"])
 @pytest.mark.parametrize("sim", SIMS)
 def test_silicon_through_core(sim, kernel):
-    for name, tiles in CASES[sim]:
-        p = problem(load(SILICON / name), kernel, tiles)
-        d, info = run_core(sim, p.a, p.b, p.c, in_fmt=p.kernel.in_fmt, out_fmt=p.kernel.out_fmt)
+    """Every file of CASES in one simulator run per kernel."""
+    probs = [(name, problem(load(SILICON / name), kernel, tiles)) for name, tiles in CASES[sim]]
+    results = run_many("core", sim, [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt)
+                                     for _, p in probs])
+    assert len(results) == len(probs)
+    for (name, p), (d, info) in zip(probs, results):
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{name} {kernel} on {sim}: {bad} of {d.size} outputs differ from the H200"
         steps = p.a.shape[2] // 16

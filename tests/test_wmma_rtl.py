@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from golden.silicon import load, problem
-from sim.core import PATHS, bench_env, run_through
+from sim.core import PATHS, bench_env, run_many, run_through
 from sim.runner import SimError, run_bench
 
 from .conftest import SILICON
@@ -38,9 +38,12 @@ CASES = {
 @pytest.mark.parametrize("kernel", ["f16_f32", "bf16_f32", "f16_f16"])
 @pytest.mark.parametrize("sim", SIMS)
 def test_silicon_through_wmma(sim, kernel):
-    for name, tiles in CASES[sim]:
-        p = problem(load(SILICON / name), kernel, tiles)
-        d, _ = run_through("wmma", sim, p.a, p.b, p.c, in_fmt=p.kernel.in_fmt, out_fmt=p.kernel.out_fmt)
+    """Every file of CASES in one simulator run per kernel."""
+    probs = [(name, problem(load(SILICON / name), kernel, tiles)) for name, tiles in CASES[sim]]
+    results = run_many("wmma", sim, [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt)
+                                     for _, p in probs])
+    assert len(results) == len(probs)
+    for (name, p), (d, _) in zip(probs, results):
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{name} {kernel} through wmma on {sim}: {bad} of {d.size} differ from the H200"
 
