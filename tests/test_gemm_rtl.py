@@ -1,25 +1,61 @@
-"""The GEMM top (matmulT on 1..8 warps): bench on both simulators, silicon GEMMs, the CLI."""
+"""The GEMM top (matmulT on 1, 2 and, under ``slow``, 8 warps): bench on both simulators, reset
+in mid-run, every captured silicon GEMM, utilisation bounds, the CLI."""
 
 import json
 
 import numpy as np
 import pytest
 
-from golden.silicon import load
-from sim.cli import main
-from sim.gemm import gemm_params
+from golden.gemm import matmul_t
+from golden.silicon import KERNELS, load
+from sim.cli import main, random_operands
+from sim.gemm import gemm_params, run_gemm
 from sim.runner import run_bench
 
 from .conftest import SILICON
 
 
+GEMM_FILES = sorted(p.name for p in SILICON.glob("h200_matmulT_*.npz"))
+
+
 @pytest.mark.parametrize("sim", ["verilator", "icarus"])
 def test_gemm_bench_random(sim):
-    run_bench(sim, "gemm", "tb.gemm_bench", "random_gemms", params=gemm_params(1),
+    tests = ["random_gemms", "reset_midrun"] if sim == "verilator" else ["random_gemms"]
+    run_bench(sim, "gemm", "tb.gemm_bench", tests, params=gemm_params(1),
               env={"TCORE_CORES": "1"}, quiet=True)
 
 
-@pytest.mark.parametrize("name", ["h200_matmulT_wide_64x128x48.npz", "h200_matmulT_normal_64x64x64.npz"])
+def test_gemm_bench_random_two_cores():
+    run_bench("verilator", "gemm", "tb.gemm_bench", ["random_gemms", "reset_midrun"],
+              params=gemm_params(2), env={"TCORE_CORES": "2"}, quiet=True)
+
+
+@pytest.mark.parametrize("cores,floor", [(1, 0.97), (2, 0.95)])
+def test_gemm_top_bit_exact_and_busy(cores, floor):
+    """128x128x128 FP16 -> FP32 on 1 and 2 warps: every bit equals the golden model, every FMA
+    is done once (beats = MNK/64), and the cores are busy at least ``floor`` of the clocks."""
+    m = n = k = 128
+    a, b = random_operands(m, n, k, "fp16", 7)
+    d, info = run_gemm("verilator", a, b, cores=cores, progress=False)
+    assert np.array_equal(d, matmul_t(a, b))
+    assert info["beats"] == m * n * k // 64
+    util = info["beats"] / (info["cycles"] * cores)
+    assert floor <= util <= 1, f"{cores} core(s): utilisation {util:.3f} ({info['cycles']} clocks)"
+
+
+@pytest.mark.slow
+def test_gemm_top_eight_cores():
+    """256x256x128 on 8 warps (a 13-minute build): bit-exact, utilisation at least 0.93."""
+    m, n, k = 256, 256, 128
+    a, b = random_operands(m, n, k, "fp16", 8)
+    d, info = run_gemm("verilator", a, b, cores=8, progress=False)
+    assert np.array_equal(d, matmul_t(a, b))
+    assert info["beats"] == m * n * k // 64
+    util = info["beats"] / (info["cycles"] * 8)
+    assert 0.93 <= util <= 1, f"8 cores: utilisation {util:.3f} ({info['cycles']} clocks)"
+
+
+@pytest.mark.parametrize("name", GEMM_FILES)
 def test_silicon_gemm_through_gemm_top(name, capsys):
     """Every output of a captured matmulT GEMM, through the GEMM top, equals the H200's."""
     code = main(["verify", str(SILICON / name), "--backend", "verilator"])
@@ -59,7 +95,44 @@ def test_tcore_gemm_refuses_bad_requests(argv, msg, capsys):
     assert code == 2 and msg in err
 
 
+@pytest.mark.parametrize("kernel", ["f16_f32", "bf16_f32", "f16_f16"])
+@pytest.mark.parametrize("name", GEMM_FILES)
+def test_golden_gemm_backend_equals_silicon(name, kernel):
+    """The golden backend of ``tcore gemm`` / run_gemm against the H200's own matmulT output
+    (an independent reference: the captured D)."""
+    data = load(SILICON / name)
+    k = KERNELS[kernel]
+    if data["a"].shape[1] % 16 or (k.c_key in data and np.any(data[k.c_key] != 0)):
+        pytest.skip("not a matmulT case")
+    d, info = run_gemm("golden", data["a"], data["b"], in_fmt=k.in_fmt, out_fmt=k.out_fmt)
+    assert info["cycles"] is None
+    assert np.array_equal(d, data[k.d_key]), f"{name} {kernel}: {(d != data[k.d_key]).sum()} differ"
+
+
+def test_golden_gemm_backend_on_exact_integers():
+    """A designed case whose exact result every rule must give: small integers whose products
+    and partial sums are exact in FP32 (no truncation, no rounding), against Python integers."""
+    rng = np.random.default_rng(12)
+    m, n, k = 32, 16, 48
+    ai = rng.integers(-8, 9, (m, k))
+    bi = rng.integers(-8, 9, (k, n))
+    a = ai.astype(np.float16).view(np.uint16)
+    b = bi.astype(np.float16).view(np.uint16)
+    exact = ai @ bi                                  # |D| <= 48 * 64: exact in FP16 and FP32
+    d32, _ = run_gemm("golden", a, b, out_fmt="fp32")
+    d16, _ = run_gemm("golden", a, b, out_fmt="fp16")
+    assert np.array_equal(d32.view(np.float32), exact.astype(np.float32))
+    assert np.array_equal(d16.view(np.float16), exact.astype(np.float16))
+
+
 def test_tcore_gemm_golden_backend(capsys):
+    """The CLI's golden backend: its JSON, and its error against float64 within the bound of
+    the rule (RZ to FP32 after a truncated sum: a few units of 2^-23 of the largest term per
+    16-wide step), not merely "equal to itself"."""
     code = main(["gemm", "--m", "32", "--n", "16", "--k", "48", "--format", "bf16", "--backend", "golden", "--json"])
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and r["mismatches"] == 0 and r["cycles"] is None
+    a, b = random_operands(32, 16, 48, "bf16", 1)
+    from golden.formats import to_float
+    mag = np.abs(to_float(a, "bf16")) @ np.abs(to_float(b, "bf16"))
+    assert 0 < r["max_abs_err_vs_fp64"] <= float(mag.max()) * 3 * 2.0 ** -21
