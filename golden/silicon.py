@@ -103,8 +103,13 @@ class Problem:
 def load(path) -> dict:
     """Load a vector file into a dict of arrays; VectorFileError if it cannot be read."""
     path = Path(path)
+    if path.is_dir():
+        raise VectorFileError(f"{path}: is a directory, not a .npz file")
     if not path.is_file():
         raise VectorFileError(f"{path}: no such file")
+    if not zipfile.is_zipfile(path):
+        raise VectorFileError(f"{path}: not a readable .npz file (an .npz is a zip archive of "
+                              ".npy arrays, as numpy.savez writes)")
     try:
         with np.load(path, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
@@ -158,8 +163,8 @@ def problem(data: dict, kernel: str, tiles: int | None = None, where: str = "fil
     for key, arr in ((kern.c_key, c), (kern.d_key, d)):
         if arr.shape != lead + (m, n):
             raise VectorFileError(f"{where}: {key!r} must have shape {lead + (m, n)}, not {arr.shape}")
-    if k < 1 or m < 1 or n < 1:
-        raise VectorFileError(f"{where}: empty matrices {a.shape} x {b.shape}")
+    if k < 1 or m < 1 or n < 1 or (ndim == 3 and a.shape[0] == 0):
+        raise VectorFileError(f"{where}: nothing to check: empty matrices {a.shape} x {b.shape}")
     if tiles is not None and tiles < 1:
         raise ValueError(f"--tiles must be at least 1, not {tiles}")
     if ndim == 3:

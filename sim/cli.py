@@ -52,6 +52,10 @@ def cmd_verify(args) -> int:
 
     if args.kernel != "all" and refuse(args.kernel):
         raise CliError(refuse(args.kernel))
+    if not rtl:
+        for flag, given in (("--waves", args.waves), ("--through", args.through)):
+            if given:
+                raise CliError(f"{flag} has no meaning on --backend golden (it is for the RTL backends)")
     # Read and validate every file before running anything: a bad file fails fast.
     jobs = []
     for path in args.files:
@@ -72,7 +76,10 @@ def cmd_verify(args) -> int:
                     print(f"{Path(path).name}: skipping {name}: {arch.name} has no "
                           f"{KERNELS[name].kind.upper()} path")
                     continue
-                jobs.append((path, data, problem(data, name, args.tiles, where=str(path))))
+                prob = problem(data, name, args.tiles, where=str(path))
+                if rtl:
+                    _check_rtl_shapes(prob, path, args.through)
+                jobs.append((path, data, prob))
         except VectorFileError as e:
             raise CliError(str(e)) from None
     if not jobs:
@@ -118,6 +125,19 @@ def cmd_verify(args) -> int:
     return EXIT_OK if mismatched == 0 else EXIT_MISMATCH
 
 
+def _check_rtl_shapes(prob, path, through):
+    """Refuse, before any build, what the RTL cannot take: tiles other than 16x16 outputs, K not
+    a multiple of 16, a whole-GEMM path for a tile file."""
+    t, m, k = prob.a.shape
+    n = prob.b.shape[-1]
+    if prob.gemm is None and (m, n) != (16, 16):
+        raise CliError(f"{path}: the RTL computes 16x16 output tiles; this file's tiles are {m}x{n}")
+    if k % 16:
+        raise CliError(f"{path}: the RTL runs K in steps of 16; K = {k} is not a multiple of 16")
+    if through == "gemm" and prob.gemm is None:
+        raise CliError(f"{path}: --through gemm runs whole-GEMM files (a is M x K); this is a tile file")
+
+
 # -- gemm -----------------------------------------------------------------------------------------
 
 def random_operands(m, n, k, fmt, seed):
@@ -131,43 +151,178 @@ def random_operands(m, n, k, fmt, seed):
     return a, b
 
 
+def _load_matrix(path: str, what: str):
+    """Load a 2-D operand for ``tcore gemm`` from a .npy file; CliError on anything else."""
+    import numpy as np
+    p = Path(path)
+    if p.is_dir():
+        raise CliError(f"--{what} {path}: is a directory, not a .npy file")
+    if not p.is_file():
+        raise CliError(f"--{what} {path}: no such file")
+    try:
+        x = np.load(p, allow_pickle=False)
+    except (OSError, ValueError, EOFError) as e:
+        raise CliError(f"--{what} {path}: not a NumPy .npy array ({e})") from None
+    if not isinstance(x, np.ndarray):
+        raise CliError(f"--{what} {path}: an .npz archive; give one array as .npy (numpy.save)")
+    if x.ndim != 2:
+        raise CliError(f"--{what} {path}: must be a 2-D matrix, not shape {x.shape}")
+    return x
+
+
+def _operand_bits(x, what: str, fmt: str | None) -> tuple:
+    """``(bits, format)`` of a loaded operand: its dtype says the format (float16 is FP16);
+    raw 2-byte data (uint16 bit patterns, or an ml_dtypes bfloat16 array, which ``numpy.save``
+    stores as 2-byte void) needs ``--format``.  float32 and other dtypes are refused, never
+    rounded."""
+    import ml_dtypes
+    import numpy as np
+    if x.dtype == np.float16:
+        if fmt not in (None, "fp16"):
+            raise CliError(f"--{what} holds float16 (FP16) values but --format is {fmt}")
+        return x.view(np.uint16), "fp16"
+    if x.dtype == ml_dtypes.bfloat16:
+        if fmt not in (None, "bf16"):
+            raise CliError(f"--{what} holds bfloat16 (BF16) values but --format is {fmt}")
+        return x.view(np.uint16), "bf16"
+    if x.dtype.itemsize == 2 and x.dtype.kind in "uV":
+        if fmt not in ("fp16", "bf16"):
+            raise CliError(f"--{what} holds raw 16-bit data ({x.dtype}: uint16 bit patterns, or a "
+                           "bfloat16 array as numpy.save stores it): say which with --format fp16|bf16")
+        return x.view(np.uint16), fmt
+    if x.dtype == np.float32:
+        raise CliError(f"--{what} is float32: the GEMM top takes FP16 or BF16 operands; round them "
+                       "yourself (x.astype(numpy.float16) or ml_dtypes.bfloat16) to say how "
+                       "(golden.matmul computes float32 inputs as TF32)")
+    raise CliError(f"--{what} has dtype {x.dtype}; tcore gemm takes float16 or bfloat16 arrays "
+                   "(or uint16 bit patterns with --format)")
+
+
+def _gemm_operands(args):
+    """A, B (and C) bits and the input format: the user's files, or random normal values."""
+    import numpy as np
+    if (args.a is None) != (args.b is None):
+        raise CliError("--a and --b go together")
+    if args.a is None:
+        for name in ("m", "n", "k"):
+            if getattr(args, name) is None:
+                raise CliError(f"--{name} is required (or give the operands with --a and --b)")
+        if args.c is not None:
+            raise CliError("--c goes with --a and --b")
+        fmt = args.format or "fp16"
+        return (*random_operands(args.m, args.n, args.k, fmt, args.seed), None, fmt)
+    a, fa = _operand_bits(_load_matrix(args.a, "a"), "a", args.format)
+    b, fb = _operand_bits(_load_matrix(args.b, "b"), "b", args.format or fa)
+    if fa != fb:
+        raise CliError(f"--a is {fa} but --b is {fb}: both operands take one format")
+    if a.shape[1] != b.shape[0]:
+        raise CliError(f"--a is {a.shape[0]}x{a.shape[1]} but --b is {b.shape[0]}x{b.shape[1]}: K differs")
+    for name, v in (("m", a.shape[0]), ("n", b.shape[1]), ("k", a.shape[1])):
+        given = getattr(args, name)
+        if given is not None and given != v:
+            raise CliError(f"--{name} {given} does not match the operands' {name.upper()} = {v}")
+        setattr(args, name, v)
+    c = None
+    if args.c is not None:
+        if args.backend != "golden":
+            raise CliError("--c (D = A*B + C) runs on --backend golden only: the GEMM top computes "
+                           "matmulT's A*B, with C = 0")
+        cx = _load_matrix(args.c, "c")
+        want = np.float32 if args.acc == "f32" else np.float16
+        if cx.dtype != want:
+            raise CliError(f"--c must be {np.dtype(want).name} for --acc {args.acc}, not {cx.dtype}")
+        if cx.shape != (a.shape[0], b.shape[1]):
+            raise CliError(f"--c must be {a.shape[0]}x{b.shape[1]}, not {cx.shape[0]}x{cx.shape[1]}")
+        c = cx.view(np.uint32 if want == np.float32 else np.uint16)
+    return np.ascontiguousarray(a), np.ascontiguousarray(b), c, fa
+
+
+def _refuse_golden_options(args, names):
+    if args.backend == "golden":
+        for flag, given in names:
+            if given:
+                raise CliError(f"{flag} has no meaning on --backend golden (it is for the RTL backends)")
+
+
 def cmd_gemm(args) -> int:
     import time
     import numpy as np
+    from golden import mma
     from golden.formats import to_float
-    from golden.gemm import check_gemm, matmul_t
+    from golden.gemm import check_gemm
     from sim.gemm import run_gemm
     from sim.runner import SimError
 
     t0 = time.perf_counter()
+    _check_output(args.o)
+    if args.seed < 0:
+        raise CliError(f"--seed must be a non-negative integer, not {args.seed}")
+    _refuse_golden_options(args, (("--waves", args.waves), ("--cores", args.cores != 1)))
     if args.format in ("nvfp4", "mxfp4"):
+        if args.a or args.b or args.c:
+            raise CliError(f"--format {args.format} quantises random float32 operands; --a/--b/--c "
+                           "take FP16 or BF16 matrices")
+        if None in (args.m, args.n, args.k):
+            raise CliError("--m, --n and --k are required")
         return _gemm_fp4(args, t0)
-    in_fmt, out_fmt = args.format, {"f32": "fp32", "f16": "fp16"}[args.acc]
-    try:
-        check_gemm(args.m, args.n, args.k, in_fmt, out_fmt)
-    except ValueError as e:
-        raise CliError(str(e)) from None
+    out_fmt = {"f32": "fp32", "f16": "fp16"}[args.acc]
+    a, b, c, in_fmt = _gemm_operands(args)
     if args.arch != "hopper" and args.backend != "golden":
         raise CliError(f"the RTL implements the Hopper arithmetic only, not --arch {args.arch}")
-    a, b = random_operands(args.m, args.n, args.k, in_fmt, args.seed)
-    try:
-        d, info = run_gemm(args.backend, a, b, in_fmt=in_fmt, out_fmt=out_fmt, cores=args.cores,
-                           waves=args.waves, progress=not args.json)
-    except SimError as e:
-        raise CliError(str(e)) from None
-    want = matmul_t(a, b, in_fmt=in_fmt, out_fmt=out_fmt, arch=args.arch)
+    if in_fmt == "bf16" and out_fmt == "fp16":
+        raise CliError("BF16 inputs with an FP16 accumulator is not a WMMA combination")
+    if args.backend != "golden" or args.a is None:
+        try:
+            check_gemm(args.m, args.n, args.k, in_fmt, out_fmt)
+        except ValueError as e:
+            raise CliError(str(e)) from None
+    zero = np.zeros((args.m, args.n), np.uint32 if out_fmt == "fp32" else np.uint16)
+    if args.backend == "golden":
+        t = time.perf_counter()
+        d = mma(a, b, zero if c is None else c, in_fmt=in_fmt, out_fmt=out_fmt, arch=args.arch)
+        info = {"cycles": None, "sim_s": time.perf_counter() - t}
+    else:
+        if not 1 <= args.cores <= 8:
+            raise CliError(f"--cores must be 1 to 8, not {args.cores}")
+        try:
+            d, info = run_gemm(args.backend, a, b, in_fmt=in_fmt, out_fmt=out_fmt, cores=args.cores,
+                               waves=args.waves, progress=not args.json)
+        except SimError as e:
+            raise CliError(str(e)) from None
+        except ValueError as e:             # run_gemm's refusals of a request (size, memory)
+            raise CliError(str(e)) from None
+    want = mma(a, b, zero if c is None else c, in_fmt=in_fmt, out_fmt=out_fmt, arch=args.arch)
     mismatches = int((d != want).sum())
     exact = to_float(a, in_fmt) @ to_float(b, in_fmt)
-    err = float(np.nanmax(np.abs(to_float(d, out_fmt) - exact)))
-    r = _gemm_result(args, in_fmt, out_fmt, info, mismatches, t0, max_abs_err_vs_fp64=err)
+    if c is not None:
+        exact = exact + to_float(c, out_fmt)
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(to_float(d, out_fmt) - exact)
+    err = float(np.nanmax(diff)) if not np.isnan(diff).all() else float("nan")
+    r = _gemm_result(args, in_fmt, out_fmt, info, mismatches, t0, max_abs_err_vs_fp64=err,
+                     inputs="files" if args.a else "random")
     cycles, peak = r["cycles"], r["peak_fma_per_cycle"]
     print(f"GEMM {args.m}x{args.n}x{args.k} {in_fmt} -> {out_fmt} on {args.backend}"
-          f"{f' ({args.cores} core' + ('s' if args.cores > 1 else '') + ')' if cycles else ''}")
+          f"{f' ({args.cores} core' + ('s' if args.cores > 1 else '') + ')' if cycles else ''}"
+          f"{', operands from ' + args.a + ' and ' + args.b if args.a else ''}")
     if cycles:
         print(f"  cycles          {cycles}  ({r['sim_cycles_per_s']:.0f} simulated cycles/s)")
         print(f"  FMA per clock   {r['fma_per_cycle']:.1f} of {peak} peak  (utilisation {r['utilization']:.3f})")
-    return _gemm_report(r, d.size, info, args.json,
-                        f"  max |D - fp64|  {err:.3g}  (float64 product of the same inputs)")
+    return _gemm_report(r, d, out_fmt, info, args,
+                        f"  max |D - fp64|  {err:.3g}  (float64 result of the same inputs)")
+
+
+def _check_output(path: str | None):
+    """Refuse a bad ``-o`` before anything runs."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.suffix != ".npz":
+        raise CliError(f"-o {path}: the output is an .npz file (keys d and d_bits); name it *.npz")
+    if p.is_dir():
+        raise CliError(f"-o {path}: is a directory")
+    if not p.parent.is_dir():
+        raise CliError(f"-o {path}: no such folder {p.parent}")
 
 
 def _gemm_fp4(args, t0) -> int:
@@ -220,7 +375,7 @@ def _gemm_fp4(args, t0) -> int:
               f"({r['sim_cycles_per_s']:.0f} simulated cycles/s)")
         print(f"  FMA per clock   {r['fma_per_cycle']:.1f} of {peak} peak overall, "
               f"{fma / gcycles:.1f} in the GEMM (utilisation {r['gemm_utilization']:.3f})")
-    return _gemm_report(r, d.size, info, args.json,
+    return _gemm_report(r, d, "fp32", info, args,
                         f"  rel. error      {rel:.4g}  (Frobenius, vs the float64 product of the "
                         "unquantised inputs)")
 
@@ -242,14 +397,21 @@ def _gemm_result(args, fmt: str, acc: str, info: dict, mismatches: int, t0: floa
     return r
 
 
-def _gemm_report(r: dict, outputs: int, info: dict, as_json: bool, error_line: str) -> int:
-    """The last lines of ``tcore gemm``: bit-exactness, error, waveform, JSON; the exit status."""
+def _gemm_report(r: dict, d, out_fmt: str, info: dict, args, error_line: str) -> int:
+    """The last lines of ``tcore gemm``: bit-exactness, error, waveform, D written (``-o``),
+    JSON; the exit status."""
+    import numpy as np
     bad = r["mismatches"]
-    print(f"  bit-exact       {'yes' if bad == 0 else 'NO'}: {bad} of {outputs} outputs differ "
+    print(f"  bit-exact       {'yes' if bad == 0 else 'NO'}: {bad} of {d.size} outputs differ "
           "from the golden model")
     print(error_line)
     if info.get("waves"):
         print(f"  waveform        {info['waves']}")
+    if args.o:
+        np.savez(args.o, d=d.view(np.float32 if out_fmt == "fp32" else np.float16), d_bits=d)
+        r["output"] = args.o
+        print(f"  wrote           {args.o}  (d: the values, d_bits: the bit patterns)")
+    as_json = args.json
     if as_json:
         print(json.dumps(r))
     return EXIT_OK if bad == 0 else EXIT_MISMATCH
@@ -261,11 +423,17 @@ def cmd_verilog(args) -> int:
     from rtl.designs import DESIGNS, LINT_PARAMS, to_verilog
 
     out = Path(args.o)
-    out.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"-o {out}: exists and is not a folder")
     names = args.design or sorted(DESIGNS)
     for name in names:
         if name not in DESIGNS:
             raise CliError(f"unknown design {name!r}; designs: {', '.join(sorted(DESIGNS))}")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CliError(f"-o {out}: cannot create the folder ({e.strerror})") from None
+    for name in names:
         path = out / f"{name}.v"
         path.write_text(to_verilog(name, **LINT_PARAMS[name]))
         print(f"wrote {path}", flush=True)
@@ -303,200 +471,35 @@ def cmd_layout(args) -> int:
 
 # -- bench ----------------------------------------------------------------------------------------
 
-def _pin_blas_threads():
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = "1"
-
-
-#: ``tcore bench golden``'s input kinds: (label, golden.matmul arguments, K of one instruction).
-GOLDEN_BENCH_KINDS = {
-    "fp16_f32": ("FP16->FP32", "float16", {}, 16),
-    "bf16_f32": ("BF16->FP32", "bfloat16", {}, 16),
-    "fp16_f16": ("FP16->FP16", "float16", {"out": "fp16"}, 16),
-    "e4m3_f32": ("FP8 E4M3->FP32 (wgmma)", "float8_e4m3fn", {"instr": "wgmma"}, 32),
-    "tf32_f32": ("TF32->FP32", "float32", {}, 8),
-    "s8_s32": ("INT8->S32", "int8", {}, 32),
-}
-
-
-def _blas() -> str:
-    import numpy as np
-    try:
-        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
-        return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
-    except Exception:                               # older NumPy: no dict form of the config
-        return "unknown BLAS"
-
-
-def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1) -> dict:
-    """Time the golden model against float32 ``numpy.matmul`` (+ C) on the same random tiles,
-    for each input kind: ``tiles`` 16x16 tiles of one instruction's K (16, 32 for FP8 and
-    INT8, 8 for TF32), one thread, best of ``repeat``."""
-    import time
-    import ml_dtypes
-    import numpy as np
-    from golden import matmul
-
-    if tiles < 1:
-        raise CliError(f"--tiles must be at least 1, not {tiles}")
-    rng = np.random.default_rng(seed)
-
-    def best(fn):
-        times = []
-        for _ in range(repeat):
-            t = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - t)
-        return min(times)
-
-    kinds = {}
-    for key, (label, dtype, kw, k) in GOLDEN_BENCH_KINDS.items():
-        dt = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
-        if dt.kind == "i":
-            a = rng.integers(-128, 128, (tiles, 16, k)).astype(dt)
-            b = rng.integers(-128, 128, (tiles, k, 16)).astype(dt)
-            c = rng.integers(-2**20, 2**20, (tiles, 16, 16)).astype(np.int32)
-        else:
-            a = rng.standard_normal((tiles, 16, k)).astype(dt)
-            b = rng.standard_normal((tiles, k, 16)).astype(dt)
-            c = rng.standard_normal((tiles, 16, 16)).astype(np.float16 if kw.get("out") else np.float32)
-        a32, b32, c32 = a.astype(np.float32), b.astype(np.float32), c.astype(np.float32)
-        golden_s = best(lambda: matmul(a, b, c, **kw))
-        matmul_s = best(lambda: np.matmul(a32, b32) + c32)
-        dots = tiles * 256
-        kinds[key] = {"label": label, "k": k, "dots": dots, "golden_s": golden_s,
-                      "matmul_f32_s": matmul_s, "dots_per_s": dots / golden_s,
-                      "ratio": golden_s / matmul_s}
-    f16 = kinds["fp16_f32"]
-    return {"tiles": tiles, "blas": _blas(), "threads": 1, "kinds": kinds,
-            **{key: f16[key] for key in ("dots", "golden_s", "matmul_f32_s", "dots_per_s", "ratio")}}
-
-
-def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:
-    """Tiles per second through the MMA4 core (fused K=16, FP16 -> FP32) on each simulator.
-
-    Builds first (not timed).  Rates use the time spent simulating (driving beats and reading
-    D), not the simulator's start-up, which ``wall_s`` includes.
-    """
-    import time
-    import numpy as np
-    from golden import mma
-    from sim.core import run_core
-    from sim.runner import build
-    from sim.core import DEFAULT_PARAMS
-
-    tiles = tiles or {"verilator": 256, "icarus": 4, "amaranth": 2}
-    rng = np.random.default_rng(seed)
-    out = {}
-    for sim, n in tiles.items():
-        a = rng.standard_normal((n, 16, 16)).astype(np.float16).view(np.uint16)
-        b = rng.standard_normal((n, 16, 16)).astype(np.float16).view(np.uint16)
-        c = rng.standard_normal((n, 16, 16)).astype(np.float32).view(np.uint32)
-        if sim != "amaranth":
-            build(sim, "mma4", DEFAULT_PARAMS)
-        print(f"  {sim}: {n} tiles ...", flush=True)
-        t = time.perf_counter()
-        d, info = run_core(sim, a, b, c, in_fmt="fp16", out_fmt="fp32")
-        wall = time.perf_counter() - t
-        bad = int((d != mma(a, b, c)).sum())
-        if bad:
-            raise CliError(f"{sim}: {bad} outputs differ from the golden model")
-        out[sim] = {"tiles": n, "wall_s": wall, "sim_s": info["sim_s"], "mismatches": bad,
-                    "tiles_per_s": n / info["sim_s"], "cycles": info["cycles"],
-                    "cycles_per_s": info["cycles"] / info["sim_s"]}
-    base = out.get("verilator", next(iter(out.values())))["tiles_per_s"]
-    for r in out.values():
-        r["ratio_vs_verilator"] = r["tiles_per_s"] / base
-    return out
-
-
-def bench_gemm(m=128, n=128, k=128, backend="verilator", seed=1) -> dict:
-    """A random FP16 -> FP32 GEMM on the GEMM top: clocks, utilisation, bit-exactness."""
-    from golden.gemm import matmul_t
-    from sim.gemm import run_gemm
-
-    a, b = random_operands(m, n, k, "fp16", seed)
-    d, info = run_gemm(backend, a, b, progress=False)
-    bad = int((d != matmul_t(a, b)).sum())
-    if bad:
-        raise CliError(f"GEMM: {bad} outputs differ from the golden model")
-    return {"m": m, "n": n, "k": k, "backend": backend, "cycles": info["cycles"],
-            "utilization": m * n * k / info["cycles"] / 64, "mismatches": bad,
-            "sim_cycles_per_s": info["cycles"] / info["sim_s"]}
-
-
-def _machine() -> str:
-    import platform
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in open("/proc/cpuinfo"):
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
-
-
-def bench_all() -> dict:
-    import datetime
-    print("  golden model ...", flush=True)
-    g = bench_golden()
-    s = bench_sim()
-    print("  GEMM 128x128x128 on Verilator ...", flush=True)
-    gm = bench_gemm()
-    return {"date": datetime.date.today().isoformat(), "machine": _machine(), "golden": g, "sim": s,
-            "gemm": gm}
-
-
-def print_bench_table(r: dict):
-    g, s, gm = r["golden"], r["sim"], r["gemm"]
-    print(f"tcore benchmarks, {r['date']}, {r['machine']}, NumPy with {g['blas']}, 1 thread")
-    print()
-    print("| benchmark | figure | ratio |")
-    print("|---|---|---|")
-    for x in g["kinds"].values():
-        print(f"| golden model, {x['label']} {x['k']}-term dot products (1 thread) | "
-              f"{x['dots_per_s'] / 1e6:.2f} M/s | {x['ratio']:.0f}x the time of numpy float32 matmul |")
-    for sim, x in s.items():
-        print(f"| MMA4 core on {sim}, K=16 tiles, bit-exact | {x['tiles_per_s']:.2f} tiles/s "
-              f"({x['cycles_per_s']:.0f} clocks/s) | {x['ratio_vs_verilator']:.4f} of Verilator |")
-    print(f"| GEMM top {gm['m']}x{gm['n']}x{gm['k']} FP16->FP32, 1 core, {gm['backend']}, bit-exact | "
-          f"utilisation {gm['utilization']:.3f} ({gm['cycles']} clocks) | "
-          f"{gm['sim_cycles_per_s']:.0f} simulated clocks/s |")
-
-
 def cmd_bench(args) -> int:
-    if args.what == "all":
-        r = bench_all()
-        print()
-        print_bench_table(r)
-        if args.json:
-            print(json.dumps(r))
-        return EXIT_OK
-    if args.what == "sim":
-        r = bench_sim()
-        print(f"{'simulator':10s} {'tiles':>6s} {'sim s':>7s} {'wall s':>7s} {'tiles/s':>9s} "
-              f"{'cycles/s':>9s} {'vs verilator':>13s}")
-        for sim, x in r.items():
-            print(f"{sim:10s} {x['tiles']:6d} {x['sim_s']:7.2f} {x['wall_s']:7.2f} "
-                  f"{x['tiles_per_s']:9.2f} {x['cycles_per_s']:9.0f} {x['ratio_vs_verilator']:12.4f}x")
-        if args.json:
-            print(json.dumps(r))
-        return EXIT_OK
-    if args.what == "golden":
-        r = bench_golden(tiles=args.tiles)
-        print(f"golden model against float32 numpy.matmul + C on {r['tiles']} random 16x16 tiles "
-              f"per kind (best of 5, 1 thread, NumPy with {r['blas']})")
-        print(f"{'input kind':24s} {'terms':>5s} {'golden ms':>10s} {'M dots/s':>9s} "
-              f"{'matmul ms':>10s} {'ratio':>6s}")
-        for x in r["kinds"].values():
-            print(f"{x['label']:24s} {x['k']:5d} {x['golden_s'] * 1e3:10.1f} "
-                  f"{x['dots_per_s'] / 1e6:9.2f} {x['matmul_f32_s'] * 1e3:10.2f} {x['ratio']:5.0f}x")
-        if args.json:
-            print(json.dumps(r))
-        return EXIT_OK
-    raise CliError(f"unknown benchmark {args.what!r}")
+    from sim import bench
+
+    try:
+        if args.what == "all":
+            r = bench.bench_all()
+            print()
+            bench.print_bench_table(r)
+        elif args.what == "sim":
+            r = bench.bench_sim()
+            print(f"{'simulator':10s} {'tiles':>6s} {'sim s':>7s} {'wall s':>7s} {'tiles/s':>9s} "
+                  f"{'cycles/s':>9s} {'vs verilator':>13s}")
+            for sim, x in r.items():
+                print(f"{sim:10s} {x['tiles']:6d} {x['sim_s']:7.2f} {x['wall_s']:7.2f} "
+                      f"{x['tiles_per_s']:9.2f} {x['cycles_per_s']:9.0f} {x['ratio_vs_verilator']:12.4f}x")
+        else:
+            r = bench.bench_golden(tiles=args.tiles)
+            print(f"golden model against float32 numpy.matmul + C on {r['tiles']} random 16x16 tiles "
+                  f"per kind (best of 5, 1 thread, NumPy with {r['blas']})")
+            print(f"{'input kind':24s} {'terms':>5s} {'golden ms':>10s} {'M dots/s':>9s} "
+                  f"{'matmul ms':>10s} {'ratio':>6s}")
+            for x in r["kinds"].values():
+                print(f"{x['label']:24s} {x['k']:5d} {x['golden_s'] * 1e3:10.1f} "
+                      f"{x['dots_per_s'] / 1e6:9.2f} {x['matmul_f32_s'] * 1e3:10.2f} {x['ratio']:5.0f}x")
+    except bench.BenchError as e:
+        raise CliError(str(e)) from None
+    if args.json:
+        print(json.dumps(r))
+    return EXIT_OK
 
 
 # -- synth ----------------------------------------------------------------------------------------
@@ -561,39 +564,55 @@ def cmd_plot(args) -> int:
 
 # -- parser ---------------------------------------------------------------------------------------
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version("tcore")
+    except PackageNotFoundError:               # a source tree run without installing
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="tcore", description="Bit-exact NVIDIA tensor-core model: "
                                 "golden model, RTL, benches.")
+    p.add_argument("--version", action="version", version=f"tcore {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
 
     v = sub.add_parser("verify", help="check a backend against captured silicon vectors")
     v.add_argument("files", nargs="+", metavar="FILE.npz")
     v.add_argument("--kernel", default="all", choices=[*KERNEL_NAMES, "all"],
                    help="the d_<kernel> array to check (default: every one the file has)")
-    v.add_argument("--backend", default="golden")
+    v.add_argument("--backend", default="golden", choices=["golden", "amaranth", "icarus", "verilator"])
     v.add_argument("--through", default=None, choices=["core", "wmma", "gemm"],
                    help="RTL path: tiles straight into the MMA core (the default, but for whole "
                         "GEMMs without --tiles), memory -> WMMA ops -> memory, or the GEMM top")
     v.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
     v.add_argument("--tiles", type=int, default=None, metavar="N",
                    help="only the first N tiles (16x16 output tiles of a whole GEMM)")
-    v.add_argument("--waves", action="store_true", default=os.environ.get("WAVES") == "1",
+    v.add_argument("--waves", action="store_true", default=None,
                    help="dump waveforms (RTL backends; also WAVES=1): FST where available, else VCD")
     v.set_defaults(func=cmd_verify)
 
-    gm = sub.add_parser("gemm", help="a random GEMM through the matmulT GEMM top, checked bit for bit")
-    gm.add_argument("--m", type=int, required=True)
-    gm.add_argument("--n", type=int, required=True)
-    gm.add_argument("--k", type=int, required=True)
-    gm.add_argument("--format", default="fp16", choices=["fp16", "bf16", "nvfp4", "mxfp4"],
-                    help="operands: FP16/BF16 bits, or float32 quantised to NVFP4/MXFP4 and decoded "
-                         "by the FP4 front end")
+    gm = sub.add_parser("gemm", help="a GEMM (random, or your matrices) through the matmulT GEMM "
+                                     "top, checked bit for bit")
+    gm.add_argument("--m", type=int, default=None, help="rows of A and D (from --a if given)")
+    gm.add_argument("--n", type=int, default=None, help="columns of B and D (from --b if given)")
+    gm.add_argument("--k", type=int, default=None, help="columns of A, rows of B (from --a if given)")
+    gm.add_argument("--a", default=None, metavar="A.npy",
+                    help="A (M x K): float16 or bfloat16 values, or uint16 bits with --format")
+    gm.add_argument("--b", default=None, metavar="B.npy", help="B (K x N), the same format as A")
+    gm.add_argument("--c", default=None, metavar="C.npy",
+                    help="C (M x N; float32, float16 with --acc f16): D = A*B + C (golden backend)")
+    gm.add_argument("-o", default=None, metavar="D.npz", help="write D: keys d (values), d_bits")
+    gm.add_argument("--format", default=None, choices=["fp16", "bf16", "nvfp4", "mxfp4"],
+                    help="operands: FP16/BF16 (default fp16; with --a, the array's dtype), or random "
+                         "float32 quantised to NVFP4/MXFP4 and decoded by the FP4 front end")
     gm.add_argument("--acc", default="f32", choices=["f32", "f16"])
     gm.add_argument("--cores", type=int, default=1, help="4x4x4 cores (warps), 1..8")
     gm.add_argument("--backend", default="verilator", choices=["golden", "amaranth", "icarus", "verilator"])
     gm.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
     gm.add_argument("--seed", type=int, default=1)
-    gm.add_argument("--waves", action="store_true", default=os.environ.get("WAVES") == "1",
+    gm.add_argument("--waves", action="store_true", default=None,
                     help="dump waveforms (also WAVES=1)")
     gm.add_argument("--json", action="store_true", help="last line: one JSON object")
     gm.set_defaults(func=cmd_gemm)
@@ -639,11 +658,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "waves", False) is None:
+        # WAVES=1 (make sim's switch) asks for waveforms wherever there are any: on RTL backends.
+        args.waves = os.environ.get("WAVES") == "1" and args.backend != "golden"
     if args.cmd == "bench":
-        _pin_blas_threads()
+        from sim.bench import pin_blas_threads
+        pin_blas_threads()
     try:
         return args.func(args)
-    except (CliError, ValueError, TypeError) as e:
+    except CliError as e:
         print(f"tcore {args.cmd}: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -112,7 +112,8 @@ def run_probe(out: Path, *, tiles: int = 512, seed: int = 2026, nvcc: str = "nvc
     r = subprocess.run([nvcc, "-O2", "-std=c++17", "-arch=native", str(HERE / "probe.cu"), "-o", str(exe)],
                        capture_output=True, text=True)
     if r.returncode:
-        raise ProbeError(f"nvcc failed:\n{r.stderr.strip()}")
+        said = (r.stderr.strip() or r.stdout.strip() or "(it printed nothing)")
+        raise ProbeError(f"{nvcc} failed (exit status {r.returncode}):\n{said}")
     rng = np.random.default_rng(seed)
     written = []
     gpu = None

@@ -1,0 +1,181 @@
+"""The benchmarks behind ``tcore bench``: the golden model per input kind against NumPy, the
+MMA4 core on each simulator, and a GEMM on the GEMM top.  They print figures; no test depends
+on a timing.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = ["BenchError", "pin_blas_threads", "bench_golden", "bench_sim", "bench_gemm",
+           "bench_all", "print_bench_table", "GOLDEN_BENCH_KINDS"]
+
+
+class BenchError(RuntimeError):
+    """A benchmark could not run, or its result was not bit-exact."""
+
+
+def pin_blas_threads():
+    """One BLAS thread: set before NumPy loads (``tcore bench`` does it first thing)."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+
+
+#: ``tcore bench golden``'s input kinds: (label, golden.matmul arguments, K of one instruction).
+GOLDEN_BENCH_KINDS = {
+    "fp16_f32": ("FP16->FP32", "float16", {}, 16),
+    "bf16_f32": ("BF16->FP32", "bfloat16", {}, 16),
+    "fp16_f16": ("FP16->FP16", "float16", {"out": "fp16"}, 16),
+    "e4m3_f32": ("FP8 E4M3->FP32 (wgmma)", "float8_e4m3fn", {"instr": "wgmma"}, 32),
+    "tf32_f32": ("TF32->FP32", "float32", {}, 8),
+    "s8_s32": ("INT8->S32", "int8", {}, 32),
+}
+
+
+def _blas() -> str:
+    import numpy as np
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        return f"{blas.get('name', '?')} {blas.get('version', '')}".strip()
+    except Exception:                               # older NumPy: no dict form of the config
+        return "unknown BLAS"
+
+
+def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1) -> dict:
+    """Time the golden model against float32 ``numpy.matmul`` (+ C) on the same random tiles,
+    for each input kind: ``tiles`` 16x16 tiles of one instruction's K (16, 32 for FP8 and
+    INT8, 8 for TF32), one thread, best of ``repeat``."""
+    import time
+    import ml_dtypes
+    import numpy as np
+    from golden import matmul
+
+    if tiles < 1:
+        raise BenchError(f"--tiles must be at least 1, not {tiles}")
+    rng = np.random.default_rng(seed)
+
+    def best(fn):
+        times = []
+        for _ in range(repeat):
+            t = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t)
+        return min(times)
+
+    kinds = {}
+    for key, (label, dtype, kw, k) in GOLDEN_BENCH_KINDS.items():
+        dt = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
+        if dt.kind == "i":
+            a = rng.integers(-128, 128, (tiles, 16, k)).astype(dt)
+            b = rng.integers(-128, 128, (tiles, k, 16)).astype(dt)
+            c = rng.integers(-2**20, 2**20, (tiles, 16, 16)).astype(np.int32)
+        else:
+            a = rng.standard_normal((tiles, 16, k)).astype(dt)
+            b = rng.standard_normal((tiles, k, 16)).astype(dt)
+            c = rng.standard_normal((tiles, 16, 16)).astype(np.float16 if kw.get("out") else np.float32)
+        a32, b32, c32 = a.astype(np.float32), b.astype(np.float32), c.astype(np.float32)
+        golden_s = best(lambda: matmul(a, b, c, **kw))
+        matmul_s = best(lambda: np.matmul(a32, b32) + c32)
+        dots = tiles * 256
+        kinds[key] = {"label": label, "k": k, "dots": dots, "golden_s": golden_s,
+                      "matmul_f32_s": matmul_s, "dots_per_s": dots / golden_s,
+                      "ratio": golden_s / matmul_s}
+    f16 = kinds["fp16_f32"]
+    return {"tiles": tiles, "blas": _blas(), "threads": 1, "kinds": kinds,
+            **{key: f16[key] for key in ("dots", "golden_s", "matmul_f32_s", "dots_per_s", "ratio")}}
+
+
+def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:
+    """Tiles per second through the MMA4 core (fused K=16, FP16 -> FP32) on each simulator.
+
+    Builds first (not timed).  Rates use the time spent simulating (driving beats and reading
+    D), not the simulator's start-up, which ``wall_s`` includes.
+    """
+    import time
+    import numpy as np
+    from golden import mma
+    from sim.core import run_core
+    from sim.runner import build
+    from sim.core import DEFAULT_PARAMS
+
+    tiles = tiles or {"verilator": 256, "icarus": 4, "amaranth": 2}
+    rng = np.random.default_rng(seed)
+    out = {}
+    for sim, n in tiles.items():
+        a = rng.standard_normal((n, 16, 16)).astype(np.float16).view(np.uint16)
+        b = rng.standard_normal((n, 16, 16)).astype(np.float16).view(np.uint16)
+        c = rng.standard_normal((n, 16, 16)).astype(np.float32).view(np.uint32)
+        if sim != "amaranth":
+            build(sim, "mma4", DEFAULT_PARAMS)
+        print(f"  {sim}: {n} tiles ...", flush=True)
+        t = time.perf_counter()
+        d, info = run_core(sim, a, b, c, in_fmt="fp16", out_fmt="fp32")
+        wall = time.perf_counter() - t
+        bad = int((d != mma(a, b, c)).sum())
+        if bad:
+            raise BenchError(f"{sim}: {bad} outputs differ from the golden model")
+        out[sim] = {"tiles": n, "wall_s": wall, "sim_s": info["sim_s"], "mismatches": bad,
+                    "tiles_per_s": n / info["sim_s"], "cycles": info["cycles"],
+                    "cycles_per_s": info["cycles"] / info["sim_s"]}
+    base = out.get("verilator", next(iter(out.values())))["tiles_per_s"]
+    for r in out.values():
+        r["ratio_vs_verilator"] = r["tiles_per_s"] / base
+    return out
+
+
+def bench_gemm(m=128, n=128, k=128, backend="verilator", seed=1) -> dict:
+    """A random FP16 -> FP32 GEMM on the GEMM top: clocks, utilisation, bit-exactness."""
+    from golden.gemm import matmul_t
+    from sim.gemm import run_gemm
+
+    from sim.cli import random_operands
+
+    a, b = random_operands(m, n, k, "fp16", seed)
+    d, info = run_gemm(backend, a, b, progress=False)
+    bad = int((d != matmul_t(a, b)).sum())
+    if bad:
+        raise BenchError(f"GEMM: {bad} outputs differ from the golden model")
+    return {"m": m, "n": n, "k": k, "backend": backend, "cycles": info["cycles"],
+            "utilization": m * n * k / info["cycles"] / 64, "mismatches": bad,
+            "sim_cycles_per_s": info["cycles"] / info["sim_s"]}
+
+
+def _machine() -> str:
+    import platform
+    cpu = platform.processor() or platform.machine()
+    try:
+        for line in open("/proc/cpuinfo"):
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
+
+
+def bench_all() -> dict:
+    import datetime
+    print("  golden model ...", flush=True)
+    g = bench_golden()
+    s = bench_sim()
+    print("  GEMM 128x128x128 on Verilator ...", flush=True)
+    gm = bench_gemm()
+    return {"date": datetime.date.today().isoformat(), "machine": _machine(), "golden": g, "sim": s,
+            "gemm": gm}
+
+
+def print_bench_table(r: dict):
+    g, s, gm = r["golden"], r["sim"], r["gemm"]
+    print(f"tcore benchmarks, {r['date']}, {r['machine']}, NumPy with {g['blas']}, 1 thread")
+    print()
+    print("| benchmark | figure | ratio |")
+    print("|---|---|---|")
+    for x in g["kinds"].values():
+        print(f"| golden model, {x['label']} {x['k']}-term dot products (1 thread) | "
+              f"{x['dots_per_s'] / 1e6:.2f} M/s | {x['ratio']:.0f}x the time of numpy float32 matmul |")
+    for sim, x in s.items():
+        print(f"| MMA4 core on {sim}, K=16 tiles, bit-exact | {x['tiles_per_s']:.2f} tiles/s "
+              f"({x['cycles_per_s']:.0f} clocks/s) | {x['ratio_vs_verilator']:.4f} of Verilator |")
+    print(f"| GEMM top {gm['m']}x{gm['n']}x{gm['k']} FP16->FP32, 1 core, {gm['backend']}, bit-exact | "
+          f"utilisation {gm['utilization']:.3f} ({gm['cycles']} clocks) | "
+          f"{gm['sim_cycles_per_s']:.0f} simulated clocks/s |")
