@@ -153,31 +153,60 @@ def test_normaliser_finds_the_leading_one():
     comb_run(dut, tb)
 
 
+def _tie(mag: int, e: int, out_fmt: str):
+    """``mag`` moved to the nearest value of the form (n + 1/2) ulp of ``out_fmt`` in its binade
+    (an exact tie between two neighbours; at the top of FP16, the tie between 65504 and
+    65536), or None where that value is not a multiple of the packer's 2**(e - 25)."""
+    if mag == 0:
+        return None
+    v = mag * 2.0 ** (e - 25)
+    top, p, emin = (127, 23, -126) if out_fmt == "fp32" else (15, 10, -14)
+    ev = int(np.floor(np.log2(v)))
+    if ev > top:
+        return None
+    ulp = 2.0 ** (max(ev, emin) - p)
+    t = (np.floor(v / ulp) + 0.5) * ulp
+    m = t / 2.0 ** (e - 25)
+    if m != int(m) or not 0 < m < 1 << 33:
+        return None
+    return int(m)
+
+
 @pytest.mark.parametrize("out_fmt", ["fp32", "fp16"])
 def test_packers_round_like_golden(out_fmt):
-    """value = (-1)**neg * mag * 2**(e - 25) rounded by the packer == golden round_output."""
+    """value = (-1)**neg * mag * 2**(e - 25) rounded by the packer == golden round_output, on
+    random values and on constructed exact ties (at least 300, every one a tie)."""
     dut = PackFP32() if out_fmt == "fp32" else PackFP16()
     rng = np.random.default_rng(7)
     if out_fmt == "fp32":
         es = list(rng.integers(-180, 260, 400)) + [-124, -125, -126, -149, -150, 127, 128, 102, 103]
     else:
         es = list(rng.integers(-21, 40, 400)) + [-21, -20, -10, -5, 0, 4, 5, 6, 15, 16]
+    cases = [(int(rng.integers(0, 1 << 33)) >> int(rng.integers(0, 34)), int(e), False) for e in es]
+    # Every e where results are finite and nonzero, twice: an exact tie where the binade allows.
+    tie_es = list(range(-150, 128)) * 2 if out_fmt == "fp32" else list(range(-21, 18)) * 8
+    for e in tie_es:
+        for _ in range(24):
+            t = _tie(int(rng.integers(1, 1 << 33)) >> int(rng.integers(0, 22)), int(e), out_fmt)
+            if t is not None:
+                cases.append((t, int(e), True))
+                break
+    if out_fmt == "fp16":        # the overflow tie: 65520 = 0xFFF * 2**4, halfway to 65536 (Inf)
+        cases.append((0xFFF << 12, 17, True))
+    ties = sum(tie for _, _, tie in cases)
+    assert ties >= 300, f"only {ties} ties constructed"
 
     async def tb(ctx):
-        for e in es:
-            mag = int(rng.integers(0, 1 << 33)) >> int(rng.integers(0, 34))
-            if rng.random() < 0.2:     # exact ties for the RNE packer
-                mag = (mag | 1) << int(rng.integers(0, 12))
-                mag &= (1 << 33) - 1
+        for mag, e, tie in cases:
             neg = int(rng.integers(2))
             ctx.set(dut.mag, mag)
             ctx.set(dut.msb, max(mag.bit_length() - 1, 0))
             ctx.set(dut.neg, neg)
-            ctx.set(dut.e, int(e))
-            v = np.ldexp(float(-mag if neg else mag), int(e) - 25)
+            ctx.set(dut.e, e)
+            v = np.ldexp(float(-mag if neg else mag), e - 25)
             want = int(round_output(np.array([v]), out_fmt)[0])
             got = ctx.get(dut.bits) & (0xFFFF if out_fmt == "fp16" else 0xFFFFFFFF)
-            assert got == want, f"mag={mag:#x} e={e} neg={neg}: {got:#x} != {want:#x}"
+            assert got == want, f"mag={mag:#x} e={e} neg={neg} tie={tie}: {got:#x} != {want:#x}"
 
     comb_run(dut, tb)
 
