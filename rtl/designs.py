@@ -30,7 +30,13 @@ def _fp4gemm(**kw):
     return Fp4GemmTop(**kw)
 
 
-DESIGNS = {"mma4": _mma4, "wmma": _wmma, "gemm": _gemm, "fp4dec": _fp4dec, "fp4gemm": _fp4gemm}
+def _axilregs(**kw):
+    from .axil import AxiLiteRegsTop
+    return AxiLiteRegsTop(**kw)
+
+
+DESIGNS = {"mma4": _mma4, "wmma": _wmma, "gemm": _gemm, "fp4dec": _fp4dec, "fp4gemm": _fp4gemm,
+           "axilregs": _axilregs}
 
 
 def make(name: str, **params):
@@ -43,7 +49,8 @@ def make(name: str, **params):
 
 # The parameters ``tcore verilog`` and ``make lint`` use: what the benches build.
 LINT_PARAMS = {"mma4": {}, "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768},
-               "fp4dec": {"lanes": 16}, "fp4gemm": {"cores": 1, "mem_words": 32768}}
+               "fp4dec": {"lanes": 16}, "fp4gemm": {"cores": 1, "mem_words": 32768},
+               "axilregs": {}}
 
 
 def to_verilog(name: str, **params) -> str:

@@ -527,6 +527,23 @@ def cmd_synth(args) -> int:
     return EXIT_OK
 
 
+# -- regs -----------------------------------------------------------------------------------------
+
+def cmd_regs(args) -> int:
+    from rtl.regmap import markdown
+
+    text = markdown() + "\n"
+    if args.o is None:
+        print(text, end="")
+        return EXIT_OK
+    out = Path(args.o)
+    if not out.parent.is_dir():
+        raise CliError(f"-o {out}: no such folder {out.parent}")
+    out.write_text(text)
+    print(f"wrote {out}")
+    return EXIT_OK
+
+
 # -- plot -----------------------------------------------------------------------------------------
 
 def cmd_plot(args) -> int:
@@ -646,6 +663,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("what", choices=["layout", "accumulation", "fp8-accumulation"])
     pl.add_argument("-o", required=True, metavar="FILE.png")
     pl.set_defaults(func=cmd_plot)
+
+    rg = sub.add_parser("regs", help="the GEMM accelerator's register map (Markdown)")
+    rg.add_argument("-o", default=None, metavar="FILE.md", help="write it here (else stdout)")
+    rg.set_defaults(func=cmd_regs)
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     b.add_argument("what", choices=["golden", "sim", "all"],
