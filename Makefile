@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SIM    ?= verilator
 PYTEST_ARGS ?=
 
-.PHONY: venv sim test test-all lint bench verilog synth plots clean
+.PHONY: venv sim test test-all lint formal bench verilog synth plots clean
 
 venv: $(STAMP)
 
@@ -32,6 +32,11 @@ test-all: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/python -m sim.lint
+
+# SymbiYosys proofs (yowasp-sby with the Yices solver, both from the test extra); make test runs
+# them too (tests/test_formal_*.py).
+formal: $(STAMP)
+	$(BIN)/python -m sim.formal
 
 verilog: $(STAMP)
 	$(BIN)/tcore verilog -o build/verilog
