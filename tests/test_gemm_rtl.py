@@ -110,6 +110,10 @@ def test_golden_gemm_backend_equals_silicon(name, kernel):
     d, info = run_gemm("golden", data["a"], data["b"], in_fmt=k.in_fmt, out_fmt=k.out_fmt)
     assert info["cycles"] is None
     assert np.array_equal(d, data[k.d_key]), f"{name} {kernel}: {(d != data[k.d_key]).sum()} differ"
+    # The comparison can fail: Ampere's rule (block 8, grid 2^(E-24)) on the same inputs misses.
+    if kernel == "f16_f32":
+        other = matmul_t(data["a"], data["b"], in_fmt=k.in_fmt, out_fmt=k.out_fmt, arch="ampere")
+        assert not np.array_equal(other, data[k.d_key])
 
 
 def test_golden_gemm_backend_on_exact_integers():
