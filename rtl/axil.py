@@ -13,7 +13,7 @@ from amaranth.lib.wiring import In, Out
 from .regmap import ADDR_BITS, REGISTERS, Access
 
 __all__ = ["RESP_OKAY", "RESP_SLVERR", "RESP_DECERR", "AxiLiteSignature", "AxiLiteRegs",
-           "AxiLiteRegsTop", "field_port"]
+           "AxiLiteRegsTop", "field_port", "flat_members", "connect_flat"]
 
 RESP_OKAY, RESP_SLVERR, RESP_DECERR = 0, 2, 3
 
@@ -180,6 +180,20 @@ class AxiLiteRegs(wiring.Component):
         return m
 
 
+def flat_members(prefix: str, member) -> dict:
+    """The ports of an interface member as flat top-level members ``<prefix>_<name>`` (the
+    names Vivado and LiteX infer AXI interfaces from), with the member's own flows."""
+    # ``member.signature`` is flipped for an ``In`` member: its flows are the ports'.
+    return {f"{prefix}_{name}": sub for name, sub in member.signature.members.items()}
+
+
+def connect_flat(m, outer, prefix: str, inner, member):
+    """Connect the flat ports of :func:`flat_members` on ``outer`` to interface ``inner``."""
+    for name, sub in member.signature.members.items():
+        o, i = getattr(outer, f"{prefix}_{name}"), getattr(inner, name)
+        m.d.comb += (o.eq(i) if sub.flow == Out else i.eq(o))
+
+
 class AxiLiteRegsTop(wiring.Component):
     """The register block alone as a top-level design (``axilregs``): its AXI4-Lite slave on
     ports named as Vivado and LiteX expect (``s_axil_awaddr`` ...), the field ports as in
@@ -189,12 +203,7 @@ class AxiLiteRegsTop(wiring.Component):
         self._regs = AxiLiteRegs(**kw)
         members = {}
         for name, member in self._regs.signature.members.items():
-            if name == "bus":
-                # ``member.signature`` is the slave's side (flipped): its flows are the ports'.
-                for sub, smember in member.signature.members.items():
-                    members[f"s_axil_{sub}"] = smember
-            else:
-                members[name] = member
+            members.update(flat_members("s_axil", member) if name == "bus" else {name: member})
         super().__init__(members)
 
     def elaborate(self, platform):
@@ -202,9 +211,7 @@ class AxiLiteRegsTop(wiring.Component):
         m.submodules.regs = regs = self._regs
         for name, member in regs.signature.members.items():
             if name == "bus":
-                for sub, smember in member.signature.members.items():
-                    outer, inner = getattr(self, f"s_axil_{sub}"), getattr(regs.bus, sub)
-                    m.d.comb += (outer.eq(inner) if smember.flow == Out else inner.eq(outer))
+                connect_flat(m, self, "s_axil", regs.bus, member)
             elif member.flow == In:
                 m.d.comb += getattr(regs, name).eq(getattr(self, name))
             else:

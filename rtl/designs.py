@@ -10,7 +10,8 @@ __all__ = ["DESIGNS", "LINT_PARAMS", "make", "parameters", "to_verilog", "port_h
 #: Each design: the module and top-level class, and the constructor arguments its build fixes.
 _CLASSES = {"mma4": ("mma4", "MMA4", {}), "wmma": ("wmma", "WarpTop", {}),
             "gemm": ("gemm", "GemmTop", {}), "fp4dec": ("nvfp4", "Fp4Decoder", {"registered": True}),
-            "fp4gemm": ("nvfp4", "Fp4GemmTop", {}), "axilregs": ("axil", "AxiLiteRegsTop", {})}
+            "fp4gemm": ("nvfp4", "Fp4GemmTop", {}), "axilregs": ("axil", "AxiLiteRegsTop", {}),
+            "soc": ("soc", "GemmSoc", {})}
 
 
 def _class(name: str):
@@ -49,7 +50,7 @@ def make(name: str, **params):
 # The parameters ``tcore verilog`` and ``make lint`` use: what the benches build.
 LINT_PARAMS = {"mma4": {}, "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768},
                "fp4dec": {"lanes": 16}, "fp4gemm": {"cores": 1, "mem_words": 32768},
-               "axilregs": {}}
+               "axilregs": {}, "soc": {}}
 
 
 def _layout_lines(layout, indent: str, base: int = 0, depth: int = 0) -> list:

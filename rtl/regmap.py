@@ -44,7 +44,8 @@ class ErrorCode(enum.IntEnum):
     READ_DECERR = 6       # ... with DECERR
     WRITE_SLVERR = 7      # the memory answered a write with SLVERR
     WRITE_DECERR = 8      # ... with DECERR
-    BUSY = 9              # start while a GEMM runs
+    ADDR_RANGE = 9        # a base address (or the end of an operand) beyond the address width
+    ENGINE = 10           # the warp refused a command (an internal fault; not expected)
 
 
 class InFormat(enum.IntEnum):
@@ -121,9 +122,11 @@ REGISTERS = (
         _const("max_tiles_log2", 16, 5, 10, "M, N and K are at most 16 * 2**this."),
     ), "What this build does (read-only; set at build time)."),
     Register("CTRL", 0x0C, (
-        Field("start", 0, 1, Access.W1S, 0, "Write 1: check the configuration and start."),
+        Field("start", 0, 1, Access.W1S, 0, "Write 1: check the configuration and start "
+              "(ignored while busy)."),
         Field("irq_en", 1, 1, Access.RW, 0, "Raise irq while STATUS.done is set."),
-        Field("soft_reset", 2, 1, Access.W1S, 0, "Write 1: stop, clear STATUS and the counters."),
+        Field("soft_reset", 2, 1, Access.W1S, 0, "Write 1: stop after the burst or warp "
+              "command in flight (no AXI transfer is cut short), clear STATUS and the counters."),
     ), "Control."),
     Register("STATUS", 0x10, (
         Field("busy", 0, 1, Access.RO, 0, "A GEMM runs."),
