@@ -54,8 +54,7 @@ class MatmulTWarp(wiring.Component):
     A step therefore occupies the core for 64 clocks; with K >= 32 nothing waits in steady state.
     """
 
-    def __init__(self, *, stages: int = 2):
-        self._stages = stages
+    def __init__(self):
         super().__init__({
             "cfg": In(GemmConfig),
             "run": In(1),                       # high while a GEMM runs; low clears the warp
@@ -68,7 +67,7 @@ class MatmulTWarp(wiring.Component):
             "idle": Out(1),
         })
         self.bank = FragmentBank(matrix_frags=4, acc_frags=2, load_ports=2, col_major=False)
-        self.core = MMA4(stages=stages)
+        self.core = MMA4()
 
     def elaborate(self, platform):
         m = Module()
@@ -273,17 +272,15 @@ class GemmTop(wiring.Component):
     cores : int, 1..8
         Warps, each with one MMA4 core: peak 64 * cores FMA per clock.
     mem_words : int
-    stages : int
-        Pipeline stages of each core (:class:`rtl.mma4.MMA4`).
     """
 
-    def __init__(self, *, cores: int = 1, mem_words: int = 32768, stages: int = 2):
+    def __init__(self, *, cores: int = 1, mem_words: int = 32768):
         if not 1 <= cores <= 8:
             raise ValueError(f"Cores must be 1 to 8, not {cores!r}")
         if mem_words < 64 or mem_words & (mem_words - 1) or mem_words > (1 << ADDR_BITS):
             raise ValueError(f"Memory words must be a power of two in 64..2**{ADDR_BITS}, not {mem_words!r}")
         self._cores, self._mem_words = cores, mem_words
-        self.warps = [MatmulTWarp(stages=stages) for _ in range(cores)]
+        self.warps = [MatmulTWarp() for _ in range(cores)]
         abits = (mem_words - 1).bit_length()
         super().__init__({
             "cfg": In(GemmConfig), "start": In(1),

@@ -505,10 +505,6 @@ def cmd_synth(args) -> int:
     from sim.synth import SYNTH_PARAMS, SynthError, synth
 
     params = dict(SYNTH_PARAMS.get(args.design, {}))
-    if args.stages is not None:
-        if "stages" not in params:
-            raise CliError(f"design {args.design} has no pipeline stages parameter")
-        params["stages"] = args.stages
     try:
         r = synth(args.design, device=args.device, params=params, freq_mhz=args.freq,
                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
@@ -617,7 +613,6 @@ def build_parser() -> argparse.ArgumentParser:
     sy = sub.add_parser("synth", help="FPGA synthesis, place and route (ECP5): area and Fmax")
     sy.add_argument("--design", default="mma4", help="mma4 (default), gemm, wmma, fp4dec, fp4gemm")
     sy.add_argument("--device", default="ecp5-85k", choices=["ecp5-25k", "ecp5-45k", "ecp5-85k"])
-    sy.add_argument("--stages", type=int, default=None, help="pipeline stages of the MMA4 core(s)")
     sy.add_argument("--freq", type=float, default=100.0, help="target clock for placement, MHz")
     sy.add_argument("--json", action="store_true", help="last line: one JSON object")
     sy.set_defaults(func=cmd_synth)

@@ -18,7 +18,7 @@ from .runner import build_dir, build_root, run_bench, wave_file
 
 __all__ = ["run_core", "run_through", "run_many", "DEFAULT_PARAMS", "PATHS"]
 
-DEFAULT_PARAMS = {"stages": 2}
+DEFAULT_PARAMS = {}
 WMMA_MEM_WORDS = 16384          # 256 KiB: a 16 x 2048 A strip and a 2048 x 16 B strip fit
 
 PATHS = {
@@ -94,6 +94,6 @@ def bench_env(through: str, params: dict | None = None) -> dict:
     from rtl.wmma import WmmaSequencer
     params = dict(PATHS[through][2] if params is None else params)
     if through == "core":
-        return {"TCORE_LATENCY": str(MMA4.latency_of(params["stages"]))}
+        return {"TCORE_LATENCY": str(MMA4.latency_of())}
     return {"TCORE_MEM_WORDS": str(params["mem_words"]),
-            "TCORE_MMA_CYCLES": str(WmmaSequencer.mma_cycles_of(params["stages"]))}
+            "TCORE_MMA_CYCLES": str(WmmaSequencer.mma_cycles_of())}

@@ -25,7 +25,7 @@ MEM_WORDS = 32768       # 512 KiB: 256 x 256 x 256 with an FP32 D fits
 
 
 def gemm_params(cores: int) -> dict:
-    return {"cores": cores, "mem_words": MEM_WORDS, "stages": 2}
+    return {"cores": cores, "mem_words": MEM_WORDS}
 
 
 def words_needed(m, n, k, out_fmt) -> int:
@@ -158,7 +158,7 @@ def _run_amaranth(a, b, in_fmt, out_fmt, params):
     acc_f16 = out_fmt == "fp16"
     a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
     words = 1 << max(6, (end - 1).bit_length())
-    dut = GemmTop(cores=params["cores"], mem_words=words, stages=params["stages"])
+    dut = GemmTop(cores=params["cores"], mem_words=words)
     res = {}
 
     async def bench(ctx):

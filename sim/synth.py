@@ -32,11 +32,11 @@ DEVICES = {
 #: Parameters each design is synthesised with (the GEMM top with a 64 KiB memory, which block
 #: RAMs hold three times over: one copy per read port).
 SYNTH_PARAMS = {
-    "mma4": {"stages": 2},
-    "gemm": {"cores": 1, "mem_words": 4096, "stages": 2},
-    "wmma": {"mem_words": 4096, "stages": 2},
+    "mma4": {"dsp": "ecp5"},
+    "gemm": {"cores": 1, "mem_words": 4096},
+    "wmma": {"mem_words": 4096},
     "fp4dec": {"lanes": 16},
-    "fp4gemm": {"cores": 1, "mem_words": 4096, "stages": 2},
+    "fp4gemm": {"cores": 1, "mem_words": 4096},
 }
 
 
@@ -122,5 +122,5 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     }
     if design == "mma4":
         from rtl.mma4 import MMA4
-        result["latency_clocks"] = MMA4.latency_of(params.get("stages", 2))
+        result["latency_clocks"] = MMA4.latency_of()
     return result

@@ -74,7 +74,7 @@ def test_gemm_bench_fails_on_a_lost_done():
     fails, naming what it waited for, instead of waiting forever."""
     with pytest.raises(SimError, match="random_gemms.*done did not rise within 100 clocks"):
         run_bench("verilator", "gemm", "tb.gemm_bench", "random_gemms",
-                  params={"cores": 1, "mem_words": 32768, "stages": 2},
+                  params={"cores": 1, "mem_words": 32768},
                   env={"TCORE_CLOCK_BUDGET": "100"}, quiet=True)
 
 
