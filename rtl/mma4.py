@@ -153,11 +153,17 @@ class MMA4(wiring.Component):
 
     GROUPS = 16                 # group FIFO: groups accepted and not yet started
     BEATS = GROUPS * MAX_BEATS  # significand FIFO
-    OUTPUTS = 32                # output FIFO; > the 16 clocks from a group's start to its pop
+    # Output FIFO: more than the 16 clocks from a group's start to its result's pop, so that
+    # credits never stop a stream with o.ready high; 512, one block-RAM row (yosys would put
+    # a 32-deep one in LUT RAM, with a 512-bit read mux).
+    OUTPUTS = 512
     EXP_STAGES = 4              # accept -> group FIFO write: unpack+add, max, max, max
     # accept -> o.valid: the exponent lane, one clock to start, the FIFO read, the shift
     # amounts, the DSP, two adder levels, the accumulator, the rounder, the output FIFO.
     LATENCY = EXP_STAGES + 1 + 1 + 1 + Multiplier.LATENCY + 2 + 1 + RoundPack.STAGES + 2
+
+    # What the FIFOs hold; a control-only model (formal/) overrides them with tags.
+    _beat_layout, _group_layout, _word_layout = BeatEntry, GroupEntry, DTile
 
     def __init__(self, *, dsp: str = "generic"):
         if dsp not in ("generic", "ecp5"):
@@ -179,9 +185,12 @@ class MMA4(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.sig_fifo = sig_fifo = memory.Memory(shape=BeatEntry, depth=self.BEATS, init=[])
-        m.submodules.grp_fifo = grp_fifo = memory.Memory(shape=GroupEntry, depth=self.GROUPS, init=[])
-        m.submodules.out_fifo = out_fifo = memory.Memory(shape=DTile, depth=self.OUTPUTS, init=[])
+        m.submodules.sig_fifo = sig_fifo = memory.Memory(shape=self._beat_layout, depth=self.BEATS,
+                                                         init=[])
+        m.submodules.grp_fifo = grp_fifo = memory.Memory(shape=self._group_layout,
+                                                         depth=self.GROUPS, init=[])
+        m.submodules.out_fifo = out_fifo = memory.Memory(shape=self._word_layout,
+                                                         depth=self.OUTPUTS, init=[])
         started, pop = Signal(), Signal()
         self._exponent_lane(m, sig_fifo.write_port(), grp_fifo.write_port(), started)
         launch = self._launcher(m, grp_fifo.read_port(domain="comb"),
@@ -190,7 +199,7 @@ class MMA4(wiring.Component):
         self._output(m, out_fifo.read_port(), pop)
         return m
 
-    # ---- exponent lane ---------------------------------------------------------------------
+    # ---- exponent lane: control -----------------------------------------------------------
     def _exponent_lane(self, m, sig_wr, grp_wr, started):
         beat = self.i.payload
         widx = Signal(2)                        # beat of the group being received
@@ -208,12 +217,37 @@ class MMA4(wiring.Component):
                 m.d.sync += [g_bf16.eq(beat.bf16), g_f16.eq(beat.acc_f16)]
         m.d.sync += groups.eq(groups + (accept & first) - started)
 
-        # X1: unpack, biased exponents, product exponents, per-product specials.
+        # X1: the beat as the significand FIFO keeps it (written from this register).
+        ent, aux = self._beat_unpack(m, beat, first, bf16, f16)
+        x1, aux1 = _reg(m, ent, "x1_ent"), _reg(m, aux, "x1_aux")
+        ctl = _reg(m, Cat(first, last, f16, widx), "x1_ctl")
+        v = _valid(m, accept, "x1_valid")
+        wp = Signal(range(self.BEATS))
+        m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(x1), sig_wr.en.eq(v)]
+        m.d.sync += wp.eq(Mux(v, wp + 1, wp))
+
+        # X2..X4: the beat's reduction; the group's at X4, whose last beat pushes the group.
+        x4 = self._beat_reduce(m, x1, aux1, first=ctl[0], f16=ctl[2])
+        for s in range(2, self.EXP_STAGES + 1):
+            ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
+        first4, last4, f16_4, n4 = ctl[0], ctl[1], ctl[2], ctl[3:5]
+        ent = Signal(self._group_layout)
+        self._group_reduce(m, ent, x4, v, first4)
+        m.d.comb += [ent.f16.eq(f16_4), ent.n.eq(n4)]
+        gwp = Signal(range(self.GROUPS))
+        m.d.comb += [grp_wr.addr.eq(gwp), grp_wr.data.eq(ent), grp_wr.en.eq(v & last4)]
+        m.d.sync += gwp.eq(Mux(v & last4, gwp + 1, gwp))
+        self._grp_pushed = v & last4
+
+    # ---- exponent lane: data ---------------------------------------------------------------
+    def _beat_unpack(self, m, beat, first, bf16, f16):
+        """X1 (combinational part): the :class:`BeatEntry`, and per product and addend the
+        NaN / +Inf / -Inf flags."""
         ua = [self._unpack(m, f"ua{x}", beat.a[x], bf16) for x in range(16)]
         ub = [self._unpack(m, f"ub{x}", beat.b[x], bf16) for x in range(16)]
         uc = [self._unpack_addend(m, f"uc{x}", beat.c[x], f16) for x in range(16)]
         ent = Signal(BeatEntry)
-        cls = []                                # per product: NaN, +Inf, -Inf
+        cls = []                                # per output: 4 products then C, 3 bits each
         for x in range(16):
             i, j = divmod(x, 4)
             for k in range(4):
@@ -222,61 +256,45 @@ class MMA4(wiring.Component):
                 nan = a.nan | b.nan | (a.inf & b.zero) | (b.inf & a.zero)
                 inf = (a.inf | b.inf) & ~nan
                 neg = a.sign ^ b.sign
-                cls.append(Cat(nan, inf & ~neg, inf & neg))
+                cls += [nan, inf & ~neg, inf & neg]
             c, ec = uc[x]
+            cls += [first & c.nan, first & c.inf & ~c.sign, first & c.inf & c.sign]
             m.d.comb += [ent.a_sig[x].eq(ua[x][0].sig), ent.a_neg[x].eq(ua[x][0].sign),
                          ent.b_sig[x].eq(ub[x][0].sig), ent.b_neg[x].eq(ub[x][0].sign),
                          ent.c_sig[x].eq(Mux(first, c.sig, 0)), ent.c_neg[x].eq(c.sign),
                          ent.c_pe[x].eq(Mux(first & ~c.zero, ec, 0))]
-        c_cls = [Cat(first & uc[x][0].nan, first & uc[x][0].inf & ~uc[x][0].sign,
-                     first & uc[x][0].inf & uc[x][0].sign) for x in range(16)]
-        x1 = _reg(m, ent, "x1_ent")
-        x1_cls, x1_ccls = _reg(m, cls, "x1_cls"), _reg(m, c_cls, "x1_ccls")
-        x1_ctl = _reg(m, Cat(first, last, f16, widx), "x1_ctl")
-        v1 = _valid(m, accept, "x1_valid")
-        wp = Signal(range(self.BEATS))
-        m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(x1), sig_wr.en.eq(v1)]
-        m.d.sync += wp.eq(Mux(v1, wp + 1, wp))
+        return ent, Cat(*cls)
 
-        # X2..X4: the maximum over 4 products and C (and the FP16 floor on a group's first
-        # beat), two compares per level; the specials OR-ed.
-        x1_view = x1
-        floor = Mux(x1_ctl[0] & x1_ctl[2], E_F16_FLOOR, 0)
-        pe = x1_view.pe
-        x2 = _reg(m, [Cat(_max(pe[4 * x], pe[4 * x + 1]), _max(pe[4 * x + 2], pe[4 * x + 3]),
-                          _max(x1_view.c_pe[x], floor)) for x in range(16)], "x2_e")
-        x2_sp = _reg(m, [Cat(*x1_cls[4 * x:4 * x + 4], x1_ccls[x]) for x in range(16)],
-                     "x2_sp_raw")
-        x2_ctl, v2 = _reg(m, x1_ctl, "x2_ctl"), _valid(m, v1, "x2_valid")
-        sp2 = [Cat(*(x2_sp[x][3 * t + f] for t in range(5))).any() for x in range(16)
-               for f in range(3)]
+    def _beat_reduce(self, m, ent, cls, *, first, f16):
+        """X2..X4: per output, the maximum over its 4 products and C (with the FP16 floor on
+        a group's first beat), two compares per level, and the specials OR-ed; returns the
+        X4 registers ``[(e, nan/+inf/-inf)]``."""
         w = E_WIDTH
+        floor = Mux(first & f16, E_F16_FLOOR, 0)
+        pe = ent.pe
+        x2 = _reg(m, [Cat(_max(pe[4 * x], pe[4 * x + 1]), _max(pe[4 * x + 2], pe[4 * x + 3]),
+                          _max(ent.c_pe[x], floor)) for x in range(16)], "x2_e")
+        x2_sp = _reg(m, [Cat(*(cls[15 * x + 3 * t + f] for t in range(5))).any()
+                         for x in range(16) for f in range(3)], "x2_sp")
         x3 = _reg(m, [Cat(_max(x2[x][0:w], x2[x][w:2 * w]), x2[x][2 * w:3 * w]) for x in range(16)],
                   "x3_e")
-        x3_sp = _reg(m, [Cat(*sp2[3 * x:3 * x + 3]) for x in range(16)], "x3_sp")
-        x3_ctl, v3 = _reg(m, x2_ctl, "x3_ctl"), _valid(m, v2, "x3_valid")
+        x3_sp = _reg(m, [Cat(*x2_sp[3 * x:3 * x + 3]) for x in range(16)], "x3_sp")
         x4 = _reg(m, [_max(x3[x][0:w], x3[x][w:2 * w]) for x in range(16)], "x4_e")
-        x4_sp = _reg(m, x3_sp, "x4_sp")
-        x4_ctl, v4 = _reg(m, x3_ctl, "x4_ctl"), _valid(m, v3, "x4_valid")
+        return list(zip(x4, _reg(m, x3_sp, "x4_sp")))
 
-        # The running maximum over the group; its last beat pushes the group's E.
-        first4, last4, f16_4, n4 = x4_ctl[0], x4_ctl[1], x4_ctl[2], x4_ctl[3:5]
-        ge = [Signal(E_WIDTH, name=f"grp_e{x}", reset_less=True) for x in range(16)]
-        gs = [Signal(3, name=f"grp_sp{x}", reset_less=True) for x in range(16)]
-        ent = Signal(GroupEntry)
-        for x in range(16):
-            e_new = _max(Mux(first4, 0, ge[x]), x4[x])
-            s_new = Mux(first4, 0, gs[x]) | x4_sp[x]
-            with m.If(v4):
-                m.d.sync += [ge[x].eq(e_new), gs[x].eq(s_new)]
+    def _group_reduce(self, m, ent, x4, valid, first):
+        """The running maximum and specials over the group; ``ent`` (a :class:`GroupEntry`)
+        gets E and the special code including the beat now at X4."""
+        for x, (e, sp) in enumerate(x4):
+            ge = Signal(E_WIDTH, name=f"grp_e{x}", reset_less=True)
+            gs = Signal(3, name=f"grp_sp{x}", reset_less=True)
+            e_new = _max(Mux(first, 0, ge), e)
+            s_new = Mux(first, 0, gs) | sp
+            with m.If(valid):
+                m.d.sync += [ge.eq(e_new), gs.eq(s_new)]
             nan, pinf, ninf = s_new[0], s_new[1], s_new[2]
             m.d.comb += [ent.e[x].eq(e_new),
                          ent.special[x].eq(Mux(nan | (pinf & ninf), 1, Mux(pinf, 2, Mux(ninf, 3, 0))))]
-        m.d.comb += [ent.f16.eq(f16_4), ent.n.eq(n4)]
-        gwp = Signal(range(self.GROUPS))
-        m.d.comb += [grp_wr.addr.eq(gwp), grp_wr.data.eq(ent), grp_wr.en.eq(v4 & last4)]
-        m.d.sync += gwp.eq(Mux(v4 & last4, gwp + 1, gwp))
-        self._grp_pushed = v4 & last4
 
     def _unpack(self, m, name, bits, bf16):
         """An A/B operand and its biased exponent (nominal + 127, subnormals at the minimum)."""
@@ -309,7 +327,7 @@ class MMA4(wiring.Component):
         m.d.sync += [ready.eq(ready + self._grp_pushed - go_first),
                      credits.eq(credits + pop - go_first),
                      sig_rp.eq(Mux(go, sig_rp + 1, sig_rp))]
-        grp = Signal(GroupEntry, reset_less=True)    # the group now in L1
+        grp = Signal(self._group_layout, reset_less=True)    # the group now in L1
         with m.If(go_first):
             m.d.sync += [grp.eq(head), grp_rp.eq(grp_rp + 1), in_grp.eq(head.n != 0),
                          left.eq(head.n)]
@@ -332,7 +350,7 @@ class MMA4(wiring.Component):
         d = [sat(grp.e[p // 4], ent.pe[p]) for p in range(64)]
         dc = [sat(grp.e[x], ent.c_pe[x]) for x in range(16)]
         f = [RoundPack.clamp_of(grp.e[x], grp.f16) for x in range(16)]
-        v2, ctl2 = _valid(m, v1, "l2_valid"), _reg(m, ctl1, "l2_ctl")
+        vs, ctls, push = self._lane_control(m, v1, ctl1)
         d2, dc2, f2 = _reg(m, d, "l2_d"), _reg(m, dc, "l2_dc"), _reg(m, f, "l2_f")
         sp2, f16_2 = _reg(m, [grp.special[x] for x in range(16)], "l2_sp"), _reg(m, grp.f16, "l2_f16")
         a2, an2 = _reg(m, [ent.a_sig[x] for x in range(16)], "l2_a"), _reg(m, ent.a_neg, "l2_an")
@@ -362,10 +380,9 @@ class MMA4(wiring.Component):
             cx4.append(Cat(t ^ cn3[x].replicate(ADDEND_TERM_BITS), cn3[x]).as_signed())
         cx4, cn4 = _reg(m, cx4, "l4_cx"), _reg(m, cn3, "l4_cn")
         cx5, cn5 = _reg(m, cx4, "l5_cx"), _reg(m, cn4, "l5_cn")
-        v, ctl, grp_data = v2, ctl2, [f2, sp2, f16_2]
+        grp_data = [f2, sp2, f16_2]
         for s in (3, 4, 5):
-            v, ctl, grp_data = _valid(m, v, f"l{s}_valid"), _reg(m, ctl, f"l{s}_ctl"), \
-                _reg(m, grp_data, f"l{s}_grp")
+            grp_data = _reg(m, grp_data, f"l{s}_grp")
 
         # L5 -> L6: the product mux and the first adder level.  Each of the five ones'
         # complement terms owes +1 when negative: t0's and t2's ride on these carry-ins, t1's
@@ -378,7 +395,7 @@ class MMA4(wiring.Component):
             owe6.append(Cat(nk[1], nk[3]))
         ab6, owe6 = _reg(m, ab6, "l6_ab"), _reg(m, owe6, "l6_owe")
         cx6, cn6 = _reg(m, cx5, "l6_cx"), _reg(m, cn5, "l6_cn")
-        v6, ctl6, grp6 = _valid(m, v, "l6_valid"), _reg(m, ctl, "l6_ctl"), _reg(m, grp_data, "l6_grp")
+        grp6 = _reg(m, grp_data, "l6_grp")
 
         # L6 -> L7: A + B + C as a carry-save step and one chain.
         s7 = []
@@ -390,7 +407,7 @@ class MMA4(wiring.Component):
             s7.append(add_cin(ssum, Cat(owe6[x][0], cy[:30]), owe6[x][1], 31))
         s7 = _reg(m, s7, "l7_s")
         cn7 = _reg(m, cn6, "l7_cn")
-        v7, ctl7, grp7 = _valid(m, v6, "l7_valid"), _reg(m, ctl6, "l7_ctl"), _reg(m, grp6, "l7_grp")
+        grp7 = _reg(m, grp6, "l7_grp")
 
         # L7 -> N0: the accumulator.  Its feedback register is cleared (a synchronous clear, no
         # LUT) when the next clock brings a group's first beat.
@@ -398,10 +415,9 @@ class MMA4(wiring.Component):
         for x in range(16):
             fb = Signal(signed(ACC_WIDTH), name=f"acc_fb{x}", reset_less=True)
             new = add_cin(fb, s7[x], cn7[x], ACC_WIDTH)
-            m.d.sync += fb.eq(Mux(v6 & ctl6.first, 0, new))
+            m.d.sync += fb.eq(Mux(vs[6] & ctls[6].first, 0, new))
             acc_out.append(new)
         acc0 = _reg(m, acc_out, "n0_acc")
-        vn = _valid(m, v7 & ctl7.last, "n0_valid")
         f0, sp0, f16_0 = _reg(m, grp7, "n0_grp")
 
         # N1..N5 and the pack: one rounder per output, into the output FIFO.
@@ -411,12 +427,25 @@ class MMA4(wiring.Component):
             m.d.comb += [rp.acc.eq(acc0[x]), rp.f.eq(f0[x]), rp.f16.eq(f16_0),
                          rp.special.eq(sp0[x])]
             word.append(rp.bits)
+        self._push(m, out_wr, push, Cat(*word))
+
+    def _lane_control(self, m, v1, ctl1):
+        """Valid bit and :class:`Ctl` of each significand-lane stage, L1..L7, and the valid of
+        a group's result through N0 (the accumulator) and the rounder's stages: the clock its
+        word is written into the output FIFO."""
+        vs, ctls = {1: v1}, {1: ctl1}
+        for s in range(2, 8):
+            vs[s], ctls[s] = _valid(m, vs[s - 1], f"l{s}_valid"), _reg(m, ctls[s - 1], f"l{s}_ctl")
+        push = _valid(m, vs[7] & ctls[7].last, "n0_valid")
         for s in range(RoundPack.STAGES):
-            vn = _valid(m, vn, f"n{s + 1}_valid")
-        self._out_push = vn
+            push = _valid(m, push, f"n{s + 1}_valid")
+        return vs, ctls, push
+
+    def _push(self, m, out_wr, push, word):
+        self._out_push = push
         owp = Signal(range(self.OUTPUTS))
-        m.d.comb += [out_wr.addr.eq(owp), out_wr.data.eq(Cat(*word)), out_wr.en.eq(vn)]
-        m.d.sync += owp.eq(Mux(vn, owp + 1, owp))
+        m.d.comb += [out_wr.addr.eq(owp), out_wr.data.eq(word), out_wr.en.eq(push)]
+        m.d.sync += owp.eq(Mux(push, owp + 1, owp))
 
     # ---- output FIFO: o reads the block RAM's output register directly --------------------
     def _output(self, m, out_rd, pop):
