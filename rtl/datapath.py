@@ -154,8 +154,8 @@ def leading_zeros(m, x):
     w = Cat(C((1 << (size - n)) - 1, size - n), x) if size > n else x
 
     def tree(bits):             # -> (all zero, count of leading zeros below the width)
-        if len(bits) == 1:
-            return ~bits[0], C(0, 0)
+        if len(bits) == 2:                # a leaf: no zero-width counts
+            return ~bits[1] & ~bits[0], ~bits[1]
         half = len(bits) // 2
         zl, cl = tree(bits[:half])      # low half
         zh, ch = tree(bits[half:])      # high half
