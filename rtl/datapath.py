@@ -238,7 +238,8 @@ class RoundPack(wiring.Component):
         cut2, l2, f2, neg2, f16_2, sp2 = n2
 
         # N3: the shift's coarse level (by 8s) and the exponent field base F - L.
-        y = Array([(cut2 << (8 * n))[:W] for n in range(5)])[l2[3:6]]
+        # L <= 33: l2[3:6] is 0..4; the three unused codes select 0 (a complete case).
+        y = Array([(cut2 << (8 * n))[:W] for n in range(5)] + [C(0, W)] * 3)[l2[3:6]]
         base = (f2 - l2)[:E_WIDTH + 1]
         n3 = [self._reg(m, v, f"n3_{i}") for i, v in enumerate([y, l2[0:3], base, neg2, f16_2, sp2])]
         y3, l3, base3, neg3, f16_3, sp3 = n3
