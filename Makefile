@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SIM    ?= verilator
 PYTEST_ARGS ?=
 
-.PHONY: venv sim test lint bench verilog synth plots clean
+.PHONY: venv sim test lint formal bench verilog synth plots clean
 
 venv: $(STAMP)
 
@@ -27,6 +27,10 @@ test: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/python -m sim.lint
+
+# SymbiYosys check of the MMA4 core's stream control (yowasp-sby, yices; the test extra).
+formal: $(STAMP)
+	$(BIN)/python -m formal.mma4_stream
 
 verilog: $(STAMP)
 	$(BIN)/tcore verilog -o build/verilog
