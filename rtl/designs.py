@@ -10,6 +10,11 @@ def _mma4(**kw):
     return MMA4(**kw)
 
 
+def _fragments(**kw):
+    from .fragments import FragmentBank
+    return FragmentBank(**kw)
+
+
 def _wmma(**kw):
     from .wmma import WarpTop
     return WarpTop(**kw)
@@ -30,7 +35,7 @@ def _fp4gemm(**kw):
     return Fp4GemmTop(**kw)
 
 
-DESIGNS = {"mma4": _mma4, "wmma": _wmma, "gemm": _gemm, "fp4dec": _fp4dec, "fp4gemm": _fp4gemm}
+DESIGNS = {"mma4": _mma4, "fragments": _fragments, "wmma": _wmma, "gemm": _gemm, "fp4dec": _fp4dec, "fp4gemm": _fp4gemm}
 
 
 def make(name: str, **params):
@@ -42,7 +47,8 @@ def make(name: str, **params):
 
 
 # The parameters ``tcore verilog`` and ``make lint`` use: what the benches build.
-LINT_PARAMS = {"mma4": {}, "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768},
+LINT_PARAMS = {"mma4": {}, "fragments": {"a_frags": 2, "b_frags": 2, "acc_frags": 2, "load_ports": 2},
+               "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768},
                "fp4dec": {"lanes": 16}, "fp4gemm": {"cores": 1, "mem_words": 32768}}
 
 
