@@ -87,7 +87,7 @@ def test_tcore_gemm_fp16_accumulate_on_icarus(capsys):
     (["--m", "20", "--n", "16", "--k", "16"], "multiple of 16"),
     (["--m", "16", "--n", "16", "--k", "16", "--format", "bf16", "--acc", "f16"], "not a WMMA combination"),
     (["--m", "16", "--n", "16", "--k", "16", "--cores", "9"], "1 to 8"),
-    (["--m", "1024", "--n", "1024", "--k", "1024"], "memory words"),
+    (["--m", "4096", "--n", "4096", "--k", "4096"], "memory words"),
 ])
 def test_tcore_gemm_refuses_bad_requests(argv, msg, capsys):
     code = main(["gemm", *argv, "--backend", "verilator"])
