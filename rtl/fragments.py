@@ -329,11 +329,12 @@ class FragmentBank(wiring.Component):
                                 entry = e
                         return entry, tuple(out)
                     key = [(port.col, 1), (port.f16, 1), (port.line, 4), (port.word, 2)]
-                    m.d.comb += wp.addr[4:].eq(
-                        port.frag[:max(0, (self._frags[kind] - 1).bit_length())]) \
-                        if self._frags[kind] > 1 else []
+                    # Whole-signal assignments only: Icarus never evaluates a partial
+                    # "always @*" whose inputs do not change after time 0.
+                    entry = Signal(4, name=f"{name}_ld{p}_entry")
                     _lookup(m, key, lambda *k, fn=fn: None if fn(*k) is None or fn(*k)[0] is None
-                            else fn(*k)[0], lambda e, wp=wp: wp.addr[:4].eq(e))
+                            else fn(*k)[0], lambda e, entry=entry: entry.eq(e))
+                    m.d.comb += wp.addr.eq(self._addr(kind, port.frag, entry))
                     for half in (0, 1):
                         def src(*k, fn=fn, half=half):
                             r = fn(*k)          # None: no such word; "off": not written
@@ -397,10 +398,9 @@ class FragmentBank(wiring.Component):
             return fn
 
         for p, rp in enumerate(ports):
-            m.d.comb += rp.en.eq(st.en)
-            if self._frags[kind] > 1:
-                m.d.comb += rp.addr[4:].eq(st.frag[:(self._frags[kind] - 1).bit_length()])
-            _lookup(m, key, entry_of(p), lambda e, rp=rp: rp.addr[:4].eq(e))
+            entry = Signal(4, name=f"st_col{p}_entry")
+            _lookup(m, key, entry_of(p), lambda e, entry=entry: entry.eq(e))
+            m.d.comb += [rp.en.eq(st.en), rp.addr.eq(self._addr(kind, st.frag, entry))]
         # The word assembled from the held column data: 16-bit chunks.
         held = [Signal.like(v, name=f"st_held_{n}") for v, n in
                 ((st.col, "col"), (st.f16, "f16"), (st.line, "line"), (st.word, "word"))]
