@@ -23,7 +23,7 @@ __all__ = ["run_gemm", "run_fp4_gemm", "gemm_params", "mem_words_for", "MIN_WORD
 
 # The GEMM top's memory is a build parameter sized from the job: a power of two, so that jobs
 # share a few builds.
-MIN_WORDS = 4096        # 64 KiB: the benches' GEMMs and every small job share one build
+MIN_WORDS = 32768       # 512 KiB: the benches, the tests' GEMMs and every captured file share one build
 MAX_WORDS = 1 << 22     # 64 MiB: the largest memory the simulators build here
 
 

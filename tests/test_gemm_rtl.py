@@ -69,14 +69,14 @@ def test_gemm_top_large_k():
 
 
 def test_memory_sized_from_the_job():
-    """The GEMM top's memory: the next power of two of what the job needs, at least 64 KiB,
+    """The GEMM top's memory: the next power of two of what the job needs, at least 512 KiB,
     refused past 64 MiB; the config's fields take K = 16384."""
     from amaranth.lib import data
 
     from rtl.gemm import GemmConfig
     from sim.gemm import MAX_WORDS, MIN_WORDS, mem_words_for, words_needed
-    assert mem_words_for(1) == MIN_WORDS == 4096
-    assert mem_words_for(4097) == 8192 and mem_words_for(8192) == 8192
+    assert mem_words_for(1) == MIN_WORDS == 32768
+    assert mem_words_for(32769) == 65536 and mem_words_for(65536) == 65536
     assert mem_words_for(words_needed(32, 32, 8192, "fp32")) == 131072
     assert mem_words_for(words_needed(48, 32, 4096, "fp32")) == 131072
     assert mem_words_for(MAX_WORDS) == MAX_WORDS
