@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SIM    ?= verilator
 PYTEST_ARGS ?=
 
-.PHONY: venv sim test lint bench verilog synth plots clean
+.PHONY: venv sim test test-all lint formal bench verilog synth plots clean
 
 venv: $(STAMP)
 
@@ -22,11 +22,21 @@ $(STAMP): pyproject.toml
 sim: $(STAMP)
 	$(BIN)/tcore gemm --m 128 --n 128 --k 128 --format fp16 --acc f32 --seed 1 --backend $(SIM)
 
+# make test: everything but the slow tests (pyproject's addopts leave them out); make test-all:
+# the slow ones too.  Both print the ten slowest tests.
 test: $(STAMP)
-	$(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --durations=10 $(PYTEST_ARGS)
+
+test-all: $(STAMP)
+	$(BIN)/python -m pytest -n auto --durations=10 -m "slow or not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/python -m sim.lint
+
+# SymbiYosys proofs (yowasp-sby with the Yices solver, both from the test extra); make test runs
+# them too (tests/test_formal_*.py).
+formal: $(STAMP)
+	$(BIN)/python -m sim.formal
 
 verilog: $(STAMP)
 	$(BIN)/tcore verilog -o build/verilog

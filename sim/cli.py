@@ -420,7 +420,7 @@ def _gemm_report(r: dict, d, out_fmt: str, info: dict, args, error_line: str) ->
 # -- verilog --------------------------------------------------------------------------------------
 
 def cmd_verilog(args) -> int:
-    from rtl.designs import DESIGNS, LINT_PARAMS, to_verilog
+    from rtl.designs import DESIGNS, LINT_PARAMS, make, parameters, to_verilog
 
     out = Path(args.o)
     if out.exists() and not out.is_dir():
@@ -429,14 +429,36 @@ def cmd_verilog(args) -> int:
     for name in names:
         if name not in DESIGNS:
             raise CliError(f"unknown design {name!r}; designs: {', '.join(sorted(DESIGNS))}")
+    asked = {"cores": args.cores, "stages": args.stages,
+             "mem_words": None if args.mem_kib is None else args.mem_kib * 1024 // 16}
+    flags = {"cores": "--cores", "stages": "--stages", "mem_words": "--mem-kib"}
+    if args.mem_kib is not None and (args.mem_kib < 1 or args.mem_kib & (args.mem_kib - 1)):
+        raise CliError(f"--mem-kib must be a power of two, not {args.mem_kib}")
+    builds = []
+    for name in names:
+        takes = parameters(name)
+        params = dict(LINT_PARAMS[name])
+        for key, value in asked.items():
+            if value is None:
+                continue
+            if key not in takes:
+                raise CliError(f"design {name} has no {flags[key]} parameter (it takes: "
+                               f"{', '.join(flags.get(k, k) for k in takes) or 'none'})")
+            params[key] = value
+        try:
+            make(name, **params)                 # the design checks its parameters' values
+        except ValueError as e:
+            raise CliError(f"design {name}: {e}") from None
+        builds.append((name, params))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CliError(f"-o {out}: cannot create the folder ({e.strerror})") from None
-    for name in names:
+    for name, params in builds:
         path = out / f"{name}.v"
-        path.write_text(to_verilog(name, **LINT_PARAMS[name]))
-        print(f"wrote {path}", flush=True)
+        path.write_text(to_verilog(name, header=True, **params))
+        print(f"wrote {path}  ({', '.join(f'{k}={v}' for k, v in sorted(params.items())) or 'defaults'})",
+              flush=True)
     return EXIT_OK
 
 
@@ -524,6 +546,23 @@ def cmd_synth(args) -> int:
     print(f"  Fmax        {fmax}" + (f"  (latency {r['latency_clocks']} clocks)" if "latency_clocks" in r else ""))
     if args.json:
         print(json.dumps(r))
+    return EXIT_OK
+
+
+# -- regs -----------------------------------------------------------------------------------------
+
+def cmd_regs(args) -> int:
+    from rtl.regmap import markdown
+
+    text = markdown() + "\n"
+    if args.o is None:
+        print(text, end="")
+        return EXIT_OK
+    out = Path(args.o)
+    if not out.parent.is_dir():
+        raise CliError(f"-o {out}: no such folder {out.parent}")
+    out.write_text(text)
+    print(f"wrote {out}")
     return EXIT_OK
 
 
@@ -620,6 +659,10 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("verilog", help="write the Verilog of every top-level design")
     g.add_argument("-o", required=True, metavar="DIR", help="output folder")
     g.add_argument("--design", action="append", help="only this design (repeatable)")
+    g.add_argument("--cores", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm)")
+    g.add_argument("--stages", type=int, default=None, help="pipeline stages of the MMA4 core(s)")
+    g.add_argument("--mem-kib", type=int, default=None, metavar="KIB",
+                   help="working memory of wmma, gemm, fp4gemm in KiB (a power of two)")
     g.set_defaults(func=cmd_verilog)
 
     pr = sub.add_parser("probe", help="capture this machine's GPU tensor-core results (needs nvcc and a GPU)")
@@ -646,6 +689,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("what", choices=["layout", "accumulation", "fp8-accumulation"])
     pl.add_argument("-o", required=True, metavar="FILE.png")
     pl.set_defaults(func=cmd_plot)
+
+    rg = sub.add_parser("regs", help="the GEMM accelerator's register map (Markdown)")
+    rg.add_argument("-o", default=None, metavar="FILE.md", help="write it here (else stdout)")
+    rg.set_defaults(func=cmd_regs)
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
     b.add_argument("what", choices=["golden", "sim", "all"],

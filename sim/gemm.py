@@ -19,7 +19,8 @@ from golden.gemm import check_gemm, matmul_t
 
 from .runner import SimError, build_dir, build_root, run_bench, wave_file
 
-__all__ = ["run_gemm", "run_fp4_gemm", "gemm_params", "mem_words_for", "MIN_WORDS", "MAX_WORDS"]
+__all__ = ["run_gemm", "run_fp4_gemm", "fp4_reset_bench", "gemm_params", "mem_words_for",
+           "MIN_WORDS", "MAX_WORDS"]
 
 # The GEMM top's memory is a build parameter sized from the job: a power of two, so that jobs
 # share a few builds.
@@ -84,7 +85,8 @@ def _check_tiles(m, n, k):
         raise ValueError(f"M, N and K must be at most {limit} ({(1 << TILE_BITS) - 1} tiles)")
 
 
-def _run_design(backend, design, module, params, image, job: dict, tiles, *, waves, progress):
+def _run_design(backend, design, module, params, image, job: dict, tiles, *, waves, progress,
+                test="job", extra_env=None):
     """Run ``module``'s ``job`` test on ``design`` with the memory preloaded with ``image``
     (bytes) and ``job`` saved for the bench; show a progress bar; return the bench's results."""
     from tb.memh import write_memh
@@ -97,13 +99,14 @@ def _run_design(backend, design, module, params, image, job: dict, tiles, *, wav
         np.savez(jpath, **job)
         write_memh(min_, image)
         env = {"TCORE_JOB": jpath, "TCORE_RESULT": rpath, "TCORE_PROGRESS": ppath,
-               "TCORE_MEMH_OUT": mout}
+               "TCORE_MEMH_OUT": mout, "TCORE_MEM_WORDS": str(params["mem_words"]),
+               "TCORE_CORES": str(params["cores"]), **(extra_env or {})}
         plusargs = [f"+TCORE_MEMH_IN={min_}", f"+TCORE_MEMH_OUT={mout}"]
         err = []
 
         def target():
             try:
-                run_bench(backend, design, module, "job", params=params, env=env,
+                run_bench(backend, design, module, test, params=params, env=env,
                           waves=waves, quiet=True, plusargs=plusargs)
             except BaseException as e:       # reported in the caller's thread
                 err.append(e)
@@ -124,8 +127,27 @@ def _run_design(backend, design, module, params, image, job: dict, tiles, *, wav
             print(f"\r  {backend}: [{'#' * 30}] {tiles}/{tiles} tiles", " " * 20, file=sys.stderr)
         if err:
             raise err[0]
+        if test != "job":
+            return {}
         with np.load(rpath) as r:
             return {key: r[key] for key in r.files}
+
+
+def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, cores=1):
+    """Run ``tb.fp4_bench.reset_midrun`` on the quantised GEMM: reset ``reset_at`` clocks after
+    start, then the whole job again, checked against :func:`golden.nvfp4.gemm`."""
+    from golden import nvfp4
+    from tb.fp4_bench import image
+
+    m, k = qa.codes.shape
+    n = qbt.codes.shape[0]
+    img, cfg, fcfg = image(qa, qbt)
+    job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()},
+           "want": nvfp4.gemm(qa, qbt)}
+    params = gemm_params(cores, mem_words_for(img.size // 16))
+    _run_design(backend, "fp4gemm", "tb.fp4_bench", params, img, job,
+                (m // 16) * (n // 16), waves=False, progress=False, test="reset_midrun",
+                extra_env={"TCORE_RESET_AT": str(reset_at)})
 
 
 def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, waves=False, progress=True):

@@ -9,6 +9,12 @@ it keeps them (:meth:`rtl.fragments.FragmentBank.locate`): the same experiment t
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
+import os
+import tempfile
+
 from amaranth.sim import Simulator
 
 from rtl.fragments import ACCUMULATOR, LANES, MATRIX_A, MATRIX_B, SLOTS, FragmentBank
@@ -27,7 +33,35 @@ def rtl_layout() -> dict[str, list[list[int]]]:
 
     matrix_a/matrix_b report num_elements = 16 slots (8..15 are the same registers as 0..7),
     the accumulator 8, as CUDA's ``fragment::num_elements``.
+
+    The simulation takes seconds, so its result is kept: in this process, and in ``build/``
+    under a key of the RTL sources and of this file (any edit of either simulates again).
     """
+    return copy.deepcopy(_cached_layout())
+
+
+@functools.lru_cache(maxsize=1)
+def _cached_layout():
+    from .runner import _rtl_hash, build_root
+
+    import hashlib
+    me = hashlib.sha256(open(__file__, "rb").read()).hexdigest()[:16]     # the experiment itself
+    path = build_root() / "layout" / f"{_rtl_hash('layout', {'bench': me})}.json"
+    if path.exists():
+        try:
+            return json.loads(path.read_text())
+        except ValueError:          # a torn file: simulate again
+            pass
+    lay = _simulate_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, delete=False) as f:
+        json.dump(lay, f)
+    os.replace(f.name, path)
+    return lay
+
+
+def _simulate_layout() -> dict[str, list[list[int]]]:
+    """Read the layout out of the RTL register file on Amaranth's simulator."""
     bank = FragmentBank(a_frags=1, b_frags=1, acc_frags=1)
     result = {}
 

@@ -6,6 +6,9 @@
 * ``job`` (design ``fp4gemm``): a quantised GEMM whose packed operands are the memory's initial
   contents (``+TCORE_MEMH_IN``, laid out by :func:`image`): decode, matmulT, epilogue; D to
   ``$TCORE_RESULT``.
+* ``reset_midrun`` (design ``fp4gemm``): the same job, reset at ``$TCORE_RESET_AT`` clocks
+  after start (in decode, GEMM or epilogue): busy and done stay low and the memory is not
+  written after the reset; the job run again from start equals the job's ``want`` bit for bit.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ import time
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 
 from golden.nvfp4 import Quantized, decode_elements, pack_codes
 from rtl.nvfp4 import Fp4Config
@@ -95,13 +98,51 @@ async def decode_exhaustive(dut):
     dut._log.info(f"decoded {checked} (code, scale) pairs bit-exactly")
 
 
+def _load_job():
+    with np.load(os.environ["TCORE_JOB"]) as j:
+        cfg = {f: int(j[f"cfg_{f}"]) for f in ("tiles_m", "tiles_n", "steps")}
+        fcfg = {name: int(j[f"fcfg_{name}"]) for name, _ in FCFG_FIELDS}
+        want = j["want"] if "want" in j.files else None
+    return cfg, fcfg, want
+
+
+@cocotb.test()
+async def reset_midrun(dut):
+    r = GemmRunner(dut)
+    await r.start()
+    cfg, fcfg, want = _load_job()
+    assert want is not None, "the job has no expected D"
+    dut.fcfg.value = fcfg_word(**fcfg)
+    m, n, k = cfg["tiles_m"] * 16, cfg["tiles_n"] * 16, cfg["steps"] * 16
+    a, b = np.empty((m, k), np.uint16), np.empty((k, n), np.uint16)
+    words = int(os.environ.get("TCORE_MEM_WORDS", "32768"))
+    await r.launch(a, b, bf16=bool(fcfg["mx"]), acc_f16=False)
+    await ClockCycles(dut.clk, int(os.environ.get("TCORE_RESET_AT", "200")))
+    assert dut.busy.value == 1 and dut.done.value == 0, "the job ended before the reset"
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, 2)
+    dut.rst.value = 0
+    await RisingEdge(dut.clk)
+    before = await r.peek(0, words)
+    for _ in range(300):
+        await RisingEdge(dut.clk)
+        assert dut.busy.value.is_resolvable and dut.busy.value == 0, "busy after the reset"
+        assert dut.done.value.is_resolvable and dut.done.value == 0, "done after the reset"
+    after = await r.peek(0, words)
+    diff = np.flatnonzero(before != after)
+    assert diff.size == 0, f"memory written after the reset: {diff.size} bytes, first at {diff[0]}"
+    d, cycles, beats = await r.run(a, b, bf16=bool(fcfg["mx"]), acc_f16=False, preloaded=True,
+                                   extra=fp4_extra_clocks(m, n, k), chunk=64)
+    bad = np.flatnonzero(d.astype(np.uint32) != want)
+    assert bad.size == 0, f"after a reset: {bad.size} of {d.size} differ, first at {bad[0]}"
+    assert beats == m * n * k // 64
+
+
 @cocotb.test()
 async def job(dut):
     r = GemmRunner(dut)
     await r.start()
-    with np.load(os.environ["TCORE_JOB"]) as j:
-        cfg = {f: int(j[f"cfg_{f}"]) for f in ("tiles_m", "tiles_n", "steps")}
-        fcfg = {name: int(j[f"fcfg_{name}"]) for name, _ in FCFG_FIELDS}
+    cfg, fcfg, _ = _load_job()
     dut.fcfg.value = fcfg_word(**fcfg)
     m, n, k = cfg["tiles_m"] * 16, cfg["tiles_n"] * 16, cfg["steps"] * 16
     t0 = time.perf_counter()

@@ -142,7 +142,9 @@ class GemmRunner:
             if progress:
                 with open(progress, "w") as f:
                     f.write(f"{d.tiles_done.value.to_unsigned()} {total} {d.cycles.value.to_unsigned()}\n")
-            if d.done.value.is_resolvable and d.done.value == 1:
+            if not d.done.value.is_resolvable:
+                raise AssertionError(f"X or Z on done {waited} clocks after start: {d.done.value}")
+            if d.done.value == 1:
                 break
             if waited >= budget:
                 raise AssertionError(

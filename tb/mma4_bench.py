@@ -54,7 +54,10 @@ class Driver:
             self.dut.i__valid.value = 0
 
     def sample(self, cycle):
-        if self._holding and self.dut.i__ready.value == 1:
+        ready = self.dut.i__ready.value
+        if not ready.is_resolvable:
+            raise AssertionError(f"X or Z on i.ready at clock {cycle}: {ready}")
+        if self._holding and ready == 1:
             self.queue.pop(0)
             self.sent += 1
             self.accept_cycles.append(cycle)
@@ -74,13 +77,17 @@ class Monitor:
         self.dut.o__ready.value = 0 if self.rng.random() < self.stall else 1
 
     def sample(self, cycle):
-        if self.dut.o__valid.value == 1 and self.dut.o__ready.value == 1:
+        valid = self.dut.o__valid.value
+        if not valid.is_resolvable:
+            self.x_seen = True
+            raise AssertionError(f"X or Z on o.valid at clock {cycle}: {valid}")
+        if valid == 1 and self.dut.o__ready.value == 1:
             val = self.dut.o__payload.value
-            if not val.is_resolvable:
+            if not val.is_resolvable:       # a failure where it happens, never a zero
                 self.x_seen = True
-                self.words.append(0)
-            else:
-                self.words.append(val.to_unsigned())
+                raise AssertionError(f"X or Z on o.payload at clock {cycle} (output "
+                                     f"{len(self.words)}): {val}")
+            self.words.append(val.to_unsigned())
             self.cycles.append(cycle)
 
 

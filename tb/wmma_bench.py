@@ -123,6 +123,9 @@ class Warp:
                 d.cmd__valid.value = 0
             d.resp__ready.value = 0 if self.rng.random() < self.resp_stall else 1
             await ReadOnly()
+            for port in (d.resp__valid, d.cmd__ready):
+                if not port.value.is_resolvable:
+                    raise AssertionError(f"X or Z on {port._name} at clock {self.cycle}: {port.value}")
             if d.resp__valid.value == 1 and d.resp__ready.value == 1:
                 self.resps.append((self.cycle, resp_fields(d.resp__payload.value.to_unsigned())))
             if i < len(cmds) and d.cmd__ready.value == 1:

@@ -6,6 +6,7 @@ import json
 import ml_dtypes
 import numpy as np
 import pytest
+from amaranth.lib import data
 
 from golden import matmul
 from sim.cli import main
@@ -134,3 +135,33 @@ def test_version(capsys):
 def test_probe_shows_why_nvcc_failed(tmp_path, capsys):
     code, _, err = cli(capsys, "probe", "--out", tmp_path / "p", "--nvcc", "/bin/false")
     assert code == 2 and "/bin/false failed (exit status 1)" in err
+
+
+def test_verilog_takes_design_parameters_and_documents_ports(tmp_path, capsys):
+    from rtl.gemm import GemmConfig
+    from rtl.mma4 import Beat
+    code, out, _ = cli(capsys, "verilog", "-o", tmp_path, "--design", "gemm", "--cores", "2",
+                       "--mem-kib", "64")
+    assert code == 0 and "cores=2, mem_words=4096" in out
+    code, out, _ = cli(capsys, "verilog", "-o", tmp_path, "--design", "mma4", "--stages", "1")
+    assert code == 0 and "stages=1" in out
+    gemm = (tmp_path / "gemm.v").read_text()
+    assert "module gemm(" in gemm and "parameters cores=2, mem_words=4096" in gemm
+    # The header's bit fields are the layouts' own, LSB first.
+    lay = data.Layout.cast(GemmConfig)
+    for name, field in lay:
+        lo, hi = field.offset, field.offset + field.width - 1
+        assert (f"[{hi}:{lo}] {name}" if hi != lo else f"[{lo}] {name}") in gemm, name
+    mma4 = (tmp_path / "mma4.v").read_text()
+    beat = data.Layout.cast(Beat)
+    assert f"[{beat['last'].offset}] last" in mma4 and "input  [1026:0] i__payload" in mma4
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--design", "mma4", "--cores", "2"], "has no --cores parameter"),
+    (["--design", "gemm", "--mem-kib", "48"], "power of two"),
+    (["--design", "mma4", "--stages", "9"], "Pipeline stages"),
+])
+def test_verilog_refuses_parameters_a_design_does_not_take(argv, msg, tmp_path, capsys):
+    code, out, err = cli(capsys, "verilog", "-o", tmp_path / "v", *argv)
+    assert code == 2 and msg in err and not (tmp_path / "v").exists()

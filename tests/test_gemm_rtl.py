@@ -18,7 +18,9 @@ from .conftest import SILICON
 GEMM_FILES = sorted(p.name for p in SILICON.glob("h200_matmulT_*.npz"))
 
 
-@pytest.mark.parametrize("sim", ["verilator", "icarus"])
+# Icarus runs the GEMM top at ~10 clocks/s: its four random GEMMs take 3-5 minutes (slow);
+# test_tcore_gemm_fp16_accumulate_on_icarus keeps a small Icarus GEMM in make test.
+@pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=pytest.mark.slow)])
 def test_gemm_bench_random(sim):
     tests = ["random_gemms", "reset_midrun"] if sim == "verilator" else ["random_gemms"]
     run_bench(sim, "gemm", "tb.gemm_bench", tests, params=gemm_params(1),
@@ -44,6 +46,7 @@ def test_gemm_top_bit_exact_and_busy(cores, floor):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)
 def test_gemm_top_eight_cores():
     """256x256x128 on 8 warps (a 13-minute build): bit-exact, utilisation at least 0.93."""
     m, n, k = 256, 256, 128
@@ -138,6 +141,10 @@ def test_golden_gemm_backend_equals_silicon(name, kernel):
     d, info = run_gemm("golden", data["a"], data["b"], in_fmt=k.in_fmt, out_fmt=k.out_fmt)
     assert info["cycles"] is None
     assert np.array_equal(d, data[k.d_key]), f"{name} {kernel}: {(d != data[k.d_key]).sum()} differ"
+    # The comparison can fail: Ampere's rule (block 8, grid 2^(E-24)) on the same inputs misses.
+    if kernel == "f16_f32":
+        other = matmul_t(data["a"], data["b"], in_fmt=k.in_fmt, out_fmt=k.out_fmt, arch="ampere")
+        assert not np.array_equal(other, data[k.d_key])
 
 
 def test_golden_gemm_backend_on_exact_integers():

@@ -77,3 +77,68 @@ def test_fp4_gemm_refuses_what_it_cannot_run(args, msg, capsys):
         base[args[i]] = args[i + 1]
     code = main(["gemm"] + [x for kv in base.items() for x in kv])
     assert code == 2 and msg in capsys.readouterr().err
+
+
+def _quantised(fmt, m, n, k, seed):
+    from golden import nvfp4
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(np.float32)
+    bt = rng.standard_normal((n, k)).astype(np.float32)
+    return nvfp4.quantize(a, fmt), nvfp4.quantize(bt, fmt)
+
+
+@pytest.mark.parametrize("fmt,specials", [("nvfp4", [0x7F, 0x80, 0xFF, 0xC3]), ("mxfp4", [253, 254, 255])])
+def test_fp4_gemm_special_scale_codes_through_rtl(fmt, specials):
+    """Block scales that decode to NaN (UE4M3 0x7F or a sign bit; E8M0 255) or overflow BF16
+    (E8M0 253, 254, with the block's largest codes) through decode -> GEMM -> epilogue on the
+    RTL: every bit equals golden.nvfp4.gemm, and the specials do reach D."""
+    from golden import nvfp4
+    from sim.gemm import run_fp4_gemm
+    m, n, k = 32, 32, 64
+    qa, qbt = _quantised(fmt, m, n, k, 21)
+    for i, code in enumerate(specials):
+        qa.scales[2 * i, 0] = code             # one block of a row of A per special code
+        qa.codes[2 * i, :qa.block] = 0x7       # +6.0, the largest element: overflows at 253/254
+    d, _ = run_fp4_gemm("verilator", qa, qbt, progress=False)
+    want = nvfp4.gemm(qa, qbt)
+    bad = np.flatnonzero(d != want)
+    assert bad.size == 0, f"{bad.size} of {d.size} differ, first {d.flat[bad[0]]:#x} != {want.flat[bad[0]]:#x}"
+    f = d.view(np.float32)
+    rows = [2 * i for i in range(len(specials))]
+    nan_rows = [r for r, c in zip(rows, specials) if (fmt == "nvfp4") or c == 255]
+    assert np.isnan(f[nan_rows]).all(), "a NaN scale did not make its rows NaN"
+    assert (d[nan_rows] == 0x7FFFFFFF).all(), "NaN is not canonical"
+    if fmt == "mxfp4":
+        assert np.isinf(f[[0, 2]]).any() or np.isnan(f[[0, 2]]).any(), "E8M0 253/254 did not overflow"
+    others = [r for r in range(m) if r not in rows]
+    assert np.isfinite(f[others]).all()
+
+
+def test_fp4_gemm_reset_midrun_in_every_phase():
+    """Reset in decode, in the GEMM and in the epilogue (clocks taken from a clean run): nothing
+    runs or is written after it, and the job run again is bit-exact."""
+    from sim.gemm import fp4_reset_bench, run_fp4_gemm
+    from golden import nvfp4
+    qa, qbt = _quantised("nvfp4", 32, 32, 64, 22)
+    d, info = run_fp4_gemm("verilator", qa, qbt, progress=False)
+    assert np.array_equal(d, nvfp4.gemm(qa, qbt))
+    decode = (info["cycles"] - info["gemm_cycles"]) // 2          # well inside the decode phase
+    epilogue_end = info["cycles"]
+    epilogue_words = 32 * 32 * 4 // 16
+    decode_words = (32 * 64 + 64 * 32) * 2 // 16
+    assert info["cycles"] - info["gemm_cycles"] >= 3 * decode_words + 2 * epilogue_words
+    for at in (decode // 3, 3 * decode_words + info["gemm_cycles"] // 2, epilogue_end - epilogue_words):
+        fp4_reset_bench("verilator", qa, qbt, at)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_fp4_gemm_on_icarus():
+    """The fp4gemm design on Icarus (the GEMM top runs ~10 clocks/s there): a 16x16x32 MXFP4
+    and NVFP4 GEMM each, bit-exact."""
+    from golden import nvfp4
+    from sim.gemm import run_fp4_gemm
+    for fmt in ("mxfp4", "nvfp4"):
+        qa, qbt = _quantised(fmt, 16, 16, 32, 23)
+        d, _ = run_fp4_gemm("icarus", qa, qbt, progress=False)
+        assert np.array_equal(d, nvfp4.gemm(qa, qbt)), fmt

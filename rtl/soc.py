@@ -1,0 +1,441 @@
+"""The GEMM accelerator as an SoC block (design ``soc``): AXI4-Lite control registers, an AXI4
+memory master, an interrupt, and the WMMA warp doing the arithmetic.
+
+Golden twin: :func:`golden.mma.mma` (D = A·B + C, or A·B, chained over K in steps of 16).
+
+Data flow, per 16x16 tile of D (row-major tiles):
+
+1. C: read the C tile from memory into the scratch memory and ``load_matrix_sync`` it into the
+   accumulator (``FORMAT.c_given``), or ``fill_fragment(c, 0)``;
+2. for each 16-wide step of K: read the A and B tiles into the scratch memory,
+   ``load_matrix_sync`` both, ``mma_sync``;
+3. ``store_matrix_sync`` into the scratch memory and write the D tile to memory.
+
+The AXI4 master moves one tile row per INCR burst (split where a burst would cross a 4 KiB
+boundary, as AXI requires), waits for each burst's response, and holds VALID and payload on
+every channel until READY.  A read answered with SLVERR or DECERR ends the run with that error
+code in ``STATUS.error``: the rest of the burst is consumed, no further request is made, and the
+D tile whose operands failed is not written.  A bad configuration is refused at ``start`` with
+an error code and no memory access at all.
+
+This first version runs the steps one after another (no overlap of memory traffic and
+arithmetic): it is correct and bounded by the memory, not fast.
+"""
+
+from amaranth import *
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .axil import AxiLiteRegs
+from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS
+from .regmap import ErrorCode, InFormat
+from .wmma import Op, WarpTop, WmmaCmd
+
+__all__ = ["AxiSignature", "TileDma", "GemmSoc", "RESP_OKAY", "RESP_SLVERR", "RESP_DECERR"]
+
+RESP_OKAY, RESP_SLVERR, RESP_DECERR = 0, 2, 3
+MAX_TILES_LOG2 = 10               # M, N, K up to 16 * 1024 (the CAPS field says so)
+SCRATCH_WORDS = 128               # A tile (32 words), B tile (32), C/D tile (64)
+A_WORD, B_WORD, C_WORD = 0, 32, 64
+
+
+class AxiSignature(wiring.Signature):
+    """An AXI4 interface from the master's side (``Out`` = driven by the master): INCR bursts,
+    ``data_width``-bit data, ``addr_width``-bit byte addresses, 1-bit IDs (always 0)."""
+
+    def __init__(self, addr_width: int, data_width: int):
+        if data_width not in (32, 64, 128):
+            raise ValueError(f"AXI data width must be 32, 64 or 128, not {data_width!r}")
+        self._aw, self._dw = addr_width, data_width
+        super().__init__({
+            "awid": Out(1), "awaddr": Out(addr_width), "awlen": Out(8), "awsize": Out(3),
+            "awburst": Out(2), "awcache": Out(4), "awprot": Out(3), "awvalid": Out(1),
+            "awready": In(1),
+            "wdata": Out(data_width), "wstrb": Out(data_width // 8), "wlast": Out(1),
+            "wvalid": Out(1), "wready": In(1),
+            "bid": In(1), "bresp": In(2), "bvalid": In(1), "bready": Out(1),
+            "arid": Out(1), "araddr": Out(addr_width), "arlen": Out(8), "arsize": Out(3),
+            "arburst": Out(2), "arcache": Out(4), "arprot": Out(3), "arvalid": Out(1),
+            "arready": In(1),
+            "rid": In(1), "rdata": In(data_width), "rresp": In(2), "rlast": In(1),
+            "rvalid": In(1), "rready": Out(1),
+        })
+
+    @property
+    def addr_width(self):
+        return self._aw
+
+    @property
+    def data_width(self):
+        return self._dw
+
+
+class TileDma(wiring.Component):
+    """Moves ``rows`` rows of ``row_words`` 128-bit words between AXI memory (row r at byte
+    address ``addr + r * stride``) and the scratch memory (word ``word`` on, rows packed).
+
+    ``start`` (one clock) with ``write`` = 0 reads memory into the scratch memory, with 1 writes
+    the scratch words to memory.  ``done`` pulses when the tile is moved or stopped: ``error``
+    is then the first non-OKAY response (0 when none).  One burst is in flight at a time.
+
+    The scratch port: ``sw_*`` writes a word, ``sr_addr`` reads one (data on ``sr_data`` the
+    next clock).
+    """
+
+    def __init__(self, *, addr_width: int = 32, data_width: int = 128):
+        self._aw, self._dw = addr_width, data_width
+        sbits = (SCRATCH_WORDS - 1).bit_length()
+        super().__init__({
+            "axi": Out(AxiSignature(addr_width, data_width)),
+            "start": In(1), "write": In(1), "addr": In(addr_width), "stride": In(32),
+            "rows": In(5), "row_words": In(3), "word": In(sbits),
+            "busy": Out(1), "done": Out(1), "error": Out(2),
+            "sw_addr": Out(sbits), "sw_data": Out(WORD_BITS), "sw_en": Out(1),
+            "sr_addr": Out(sbits), "sr_data": In(WORD_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        axi = self.axi
+        dw = self._dw
+        per_word = WORD_BITS // dw                # beats per 128-bit word
+        beat_bytes = dw // 8
+        size = beat_bytes.bit_length() - 1
+
+        write, rows, row_words = Signal(), Signal(5), Signal(3)
+        row, row_addr, ptr = Signal(5), Signal(self._aw), Signal(self._aw)
+        stride = Signal(32)
+        word = Signal.like(self.sw_addr)
+        beats_left = Signal(5)                    # beats of the row not yet requested
+        burst = Signal(5)                         # beats in the current burst
+        sent = Signal(5)                          # beats of the current burst done
+        sub = Signal(range(per_word))             # beat within the 128-bit word
+        acc = Signal(WORD_BITS)                   # the word being assembled or sent
+        err = Signal(2)
+
+        m.d.comb += [
+            axi.awburst.eq(1), axi.arburst.eq(1), axi.awsize.eq(size), axi.arsize.eq(size),
+            axi.awcache.eq(0b0011), axi.arcache.eq(0b0011),     # normal, bufferable
+            axi.wstrb.eq(C(-1, dw // 8)), axi.awlen.eq(burst - 1), axi.arlen.eq(burst - 1),
+            axi.awaddr.eq(ptr), axi.araddr.eq(ptr), self.error.eq(err),
+        ]
+        # The beats the next burst may carry: the rest of the row, up to the 4 KiB boundary.
+        to_boundary = Signal(14)
+        m.d.comb += to_boundary.eq((4096 - ptr[:12]) >> (beat_bytes.bit_length() - 1))
+        next_burst = Signal(5)
+        m.d.comb += next_burst.eq(Mux(to_boundary < beats_left, to_boundary, beats_left))
+
+        def first_burst_of_row(addr, words=row_words):
+            m.d.sync += [ptr.eq(addr), row_addr.eq(addr), beats_left.eq(words * per_word)]
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [write.eq(self.write), rows.eq(self.rows), row.eq(0),
+                                 row_words.eq(self.row_words), stride.eq(self.stride),
+                                 word.eq(self.word), err.eq(0), sub.eq(0)]
+                    first_burst_of_row(self.addr, self.row_words)
+                    m.next = "ADDR"
+            with m.State("ADDR"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [burst.eq(next_burst), sent.eq(0)]
+                m.next = "REQ"
+            with m.State("REQ"):
+                m.d.comb += [self.busy.eq(1), axi.arvalid.eq(~write), axi.awvalid.eq(write)]
+                with m.If(Mux(write, axi.awready, axi.arready)):
+                    m.d.sync += beats_left.eq(beats_left - burst)
+                    with m.If(write):
+                        m.next = "WREAD"
+                    with m.Else():
+                        m.next = "RDATA"
+            with m.State("RDATA"):
+                m.d.comb += [self.busy.eq(1), axi.rready.eq(1)]
+                with m.If(axi.rvalid):
+                    with m.If((axi.rresp != RESP_OKAY) & (err == 0)):
+                        m.d.sync += err.eq(axi.rresp)
+                    if per_word == 1:
+                        full = C(1, 1)
+                        m.d.comb += self.sw_data.eq(axi.rdata)
+                    else:
+                        full = sub == per_word - 1
+                        m.d.comb += self.sw_data.eq(Cat(acc[dw:], axi.rdata))
+                        m.d.sync += [acc.eq(Cat(acc[dw:], axi.rdata)), sub.eq(sub + 1)]
+                    with m.If(full):
+                        m.d.comb += [self.sw_addr.eq(word), self.sw_en.eq(err == 0)]
+                        m.d.sync += word.eq(word + 1)
+                    m.d.sync += [sent.eq(sent + 1), ptr.eq(ptr + beat_bytes)]
+                    with m.If(axi.rlast | (sent == burst - 1)):
+                        self._after_burst(m, err | Mux(axi.rresp != RESP_OKAY, axi.rresp, 0),
+                                          row, rows, row_addr, stride, beats_left, first_burst_of_row)
+            with m.State("WREAD"):                # fetch the next scratch word to send
+                m.d.comb += [self.busy.eq(1), self.sr_addr.eq(word)]
+                m.d.sync += word.eq(word + 1)
+                m.next = "WLOAD"
+            with m.State("WLOAD"):
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [acc.eq(self.sr_data), sub.eq(0)]
+                m.next = "WDATA"
+            with m.State("WDATA"):
+                last = sent == burst - 1
+                m.d.comb += [self.busy.eq(1), axi.wvalid.eq(1), axi.wdata.eq(acc[:dw]),
+                             axi.wlast.eq(last)]
+                with m.If(axi.wready):
+                    m.d.sync += [sent.eq(sent + 1), ptr.eq(ptr + beat_bytes)]
+                    if per_word > 1:
+                        m.d.sync += [acc.eq(acc >> dw), sub.eq(sub + 1)]
+                    word_done = C(1, 1) if per_word == 1 else (sub == per_word - 1)
+                    with m.If(last):
+                        m.next = "WRESP"
+                    with m.Elif(word_done):
+                        m.next = "WREAD"
+            with m.State("WRESP"):
+                m.d.comb += [self.busy.eq(1), axi.bready.eq(1)]
+                with m.If(axi.bvalid):
+                    with m.If(axi.bresp != RESP_OKAY):
+                        m.d.sync += err.eq(axi.bresp)
+                    self._after_burst(m, Mux(axi.bresp != RESP_OKAY, axi.bresp, 0),
+                                      row, rows, row_addr, stride, beats_left, first_burst_of_row)
+            with m.State("DONE"):
+                m.d.comb += self.done.eq(1)
+                m.next = "IDLE"
+        return m
+
+    @staticmethod
+    def _after_burst(m, error, row, rows, row_addr, stride, beats_left, first_burst_of_row):
+        """After a burst: stop on an error, else the row's next burst, the next row, or done."""
+        with m.If(error != 0):
+            m.next = "DONE"
+        with m.Elif(beats_left != 0):
+            m.next = "ADDR"
+        with m.Elif(row == rows - 1):
+            m.next = "DONE"
+        with m.Else():
+            m.d.sync += row.eq(row + 1)
+            first_burst_of_row(row_addr + stride)
+            m.next = "ADDR"
+
+
+class GemmSoc(wiring.Component):
+    """The ``soc`` design: :class:`rtl.axil.AxiLiteRegs` (``s_axil_*``), an AXI4 master
+    (``m_axi_*``, :class:`TileDma`), ``irq`` (high while ``STATUS.done`` and ``CTRL.irq_en``),
+    and one WMMA warp (:class:`rtl.wmma.WarpTop` with a 2 KiB scratch memory).  Clock ``clk``,
+    synchronous active-high reset ``rst``.
+
+    Parameters
+    ----------
+    addr_width : int
+        Bits of the AXI4 byte addresses (32 or 64).
+    data_width : int
+        AXI4 data bits: 32, 64 or 128 (the scratch memory's words are 128 bits; narrower data
+        takes 2 or 4 beats a word).
+    cores : int
+        Warps; this version has one.
+    stages : int
+        Pipeline stages of the MMA4 core.
+    """
+
+    def __init__(self, *, addr_width: int = 32, data_width: int = 128, cores: int = 1,
+                 stages: int = 2):
+        from .axil import flat_members
+        if addr_width not in (32, 64):
+            raise ValueError(f"Address width must be 32 or 64, not {addr_width!r}")
+        if cores != 1:
+            raise ValueError(f"The soc design has one warp in this version, not {cores!r}")
+        self._aw, self._dw, self._stages = addr_width, data_width, stages
+        self.regs = AxiLiteRegs(constants={"CAPS": {
+            "cores": cores, "data_bytes_log2": (data_width // 8).bit_length() - 1,
+            "max_tiles_log2": MAX_TILES_LOG2}})
+        self.dma = TileDma(addr_width=addr_width, data_width=data_width)
+        self.warp = WarpTop(mem_words=SCRATCH_WORDS, stages=stages)
+        members = {}
+        members.update(flat_members("s_axil", self.regs.signature.members["bus"]))
+        members.update(flat_members("m_axi", self.dma.signature.members["axi"]))
+        members["irq"] = Out(1)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        from .axil import connect_flat
+        m = Module()
+        m.submodules.regs = regs = self.regs
+        m.submodules.dma = dma = self.dma
+        m.submodules.warp = warp = self.warp
+        connect_flat(m, self, "s_axil", regs.bus, regs.signature.members["bus"])
+        connect_flat(m, self, "m_axi", dma.axi, dma.signature.members["axi"])
+        m.d.comb += self.irq.eq(regs.status_done & regs.ctrl_irq_en)
+
+        # The scratch memory is the warp's memory, through its host port.
+        m.d.comb += [warp.host_addr.eq(Mux(dma.sw_en, dma.sw_addr, dma.sr_addr)),
+                     warp.host_wdata.eq(dma.sw_data), warp.host_we.eq(dma.sw_en),
+                     dma.sr_data.eq(warp.host_rdata)]
+
+        # ---- the configuration, latched at start -------------------------------------------
+        aw = self._aw
+        cm, cn, ck = Signal(32), Signal(32), Signal(32)
+        bf16, acc_f16, c_given = Signal(), Signal(), Signal()
+        base = {x: Signal(64, name=f"base_{x}") for x in "abcd"}
+        ld = {x: Signal(32, name=f"ld_{x}") for x in "abcd"}
+        error, busy = Signal(4), Signal()
+        m.d.comb += [regs.status_error.eq(error), regs.status_busy.eq(busy)]
+
+        # ---- checks: a bad configuration is refused before any memory access --------------
+        code = Signal(4)
+        limit = 16 << MAX_TILES_LOG2
+        size_bad = Cat(*((v == 0) | (v[:4] != 0) | (v > limit) for v in (cm, cn, ck))).any()
+        used = {"a": 1, "b": 1, "c": c_given, "d": 1}
+        misaligned = Cat(*(used[x] & (base[x][:4] != 0) for x in "abcd")).any()
+        out_of_range = Cat(*(used[x] & (base[x][aw:] != 0) for x in "abcd")).any() if aw < 64 \
+            else C(0, 1)
+        row_len = {"a": ck, "b": cn, "c": cn, "d": cn}
+        ld_bad = Cat(*(used[x] & ((ld[x] < row_len[x]) | (ld[x][:3] != 0)) for x in "abcd")).any()
+        fmt = regs.format_in_fmt
+        fmt_bad = Signal()
+        with m.If(size_bad):
+            m.d.comb += code.eq(ErrorCode.BAD_SIZE)
+        with m.Elif(misaligned):
+            m.d.comb += code.eq(ErrorCode.MISALIGNED)
+        with m.Elif(out_of_range):
+            m.d.comb += code.eq(ErrorCode.ADDR_RANGE)
+        with m.Elif(ld_bad):
+            m.d.comb += code.eq(ErrorCode.BAD_LD)
+        with m.Elif(fmt_bad):
+            m.d.comb += code.eq(ErrorCode.BAD_FORMAT)
+
+        # ---- walking the tiles ---------------------------------------------------------------
+        ti, tj, kk = Signal(10), Signal(10), Signal(10)
+        tiles_m, tiles_n, steps = Signal(11), Signal(11), Signal(11)
+        a_row, b_row, c_row, d_row = (Signal(64, name=f"{x}_tile_row") for x in "abcd")
+        es_shift = Mux(acc_f16, 1, 2)               # log2 of the C/D element bytes
+        a_ptr = a_row + kk.shift_left(5)             # A[16 ti][16 kk]
+        b_ptr = b_row + tj.shift_left(5)             # B[16 kk][16 tj]
+        c_ptr = c_row + Mux(acc_f16, tj.shift_left(5), tj.shift_left(6))
+        d_ptr = d_row + Mux(acc_f16, tj.shift_left(5), tj.shift_left(6))
+        acc_words = Mux(acc_f16, 2, 4)
+        cycles, beats = Signal(64), Signal(64)
+        m.d.comb += [regs.cycles_lo.eq(cycles[:32]), regs.cycles_hi.eq(cycles[32:]),
+                     regs.beats_lo.eq(beats[:32]), regs.beats_hi.eq(beats[32:])]
+        with m.If(busy):
+            m.d.sync += cycles.eq(cycles + 1)
+        abort = Signal()                             # a soft reset waits for a clean point
+        with m.If(regs.ctrl_soft_reset):
+            m.d.sync += abort.eq(busy)
+
+        cmd = warp.cmd.payload
+
+        def wmma(name, nxt, *, op, kind=0, frag=0, addr=0, ldm=16, fa=0, fb=0, fc=0):
+            """States ``name`` (issue the command) and ``name_W`` (its response)."""
+            with m.State(name):
+                m.d.comb += [warp.cmd.valid.eq(1), cmd.op.eq(op), cmd.kind.eq(kind),
+                             cmd.frag.eq(frag), cmd.addr.eq(addr), cmd.ldm.eq(ldm),
+                             cmd.fa.eq(fa), cmd.fb.eq(fb), cmd.fc.eq(fc), cmd.bf16.eq(bf16),
+                             cmd.acc_f16.eq(acc_f16), cmd.value.eq(0)]
+                with m.If(warp.cmd.ready):
+                    m.next = f"{name}_W"
+            with m.State(f"{name}_W"):
+                m.d.comb += warp.resp.ready.eq(1)
+                with m.If(warp.resp.valid):
+                    with m.If(warp.resp.payload.error):
+                        m.d.sync += error.eq(ErrorCode.ENGINE)
+                        m.next = "FINISH"
+                    with m.Elif(abort):
+                        m.next = "ABORT"
+                    with m.Else():
+                        if op == Op.MMA:
+                            m.d.sync += beats.eq(beats + 64)
+                        nxt()
+
+        def transfer(name, nxt, *, write, addr, stride_shift, ldx, row_words, word):
+            """States ``name`` (start the DMA) and ``name_W`` (wait for it)."""
+            with m.State(name):
+                m.d.comb += [dma.start.eq(1), dma.write.eq(write), dma.addr.eq(addr),
+                             dma.stride.eq(ldx << stride_shift), dma.rows.eq(16),
+                             dma.row_words.eq(row_words), dma.word.eq(word)]
+                m.next = f"{name}_W"
+            with m.State(f"{name}_W"):
+                with m.If(dma.done):
+                    with m.If(dma.error != 0):
+                        slv = ErrorCode.WRITE_SLVERR if write else ErrorCode.READ_SLVERR
+                        dec = ErrorCode.WRITE_DECERR if write else ErrorCode.READ_DECERR
+                        m.d.sync += error.eq(Mux(dma.error == RESP_DECERR, dec, slv))
+                        m.next = "FINISH"
+                    with m.Elif(abort):
+                        m.next = "ABORT"
+                    with m.Else():
+                        nxt()
+
+        def goto(state):
+            def f():
+                m.next = state
+            return f
+
+        def after_mma():
+            with m.If(kk == steps - 1):
+                m.next = "STORE"
+            with m.Else():
+                m.d.sync += [kk.eq(kk + 1), b_row.eq(b_row + ld["b"].shift_left(5))]
+                m.next = "READ_A"
+
+        def after_store():
+            with m.If(tj == tiles_n - 1):
+                with m.If(ti == tiles_m - 1):
+                    m.next = "FINISH"
+                with m.Else():
+                    m.d.sync += [tj.eq(0), ti.eq(ti + 1),
+                                 a_row.eq(a_row + ld["a"].shift_left(5)),
+                                 c_row.eq(c_row + Mux(acc_f16, ld["c"].shift_left(5), ld["c"].shift_left(6))),
+                                 d_row.eq(d_row + Mux(acc_f16, ld["d"].shift_left(5), ld["d"].shift_left(6)))]
+                    m.next = "TILE"
+            with m.Else():
+                m.d.sync += tj.eq(tj + 1)
+                m.next = "TILE"
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(regs.ctrl_start):
+                    m.d.sync += [cm.eq(regs.m), cn.eq(regs.n), ck.eq(regs.k),
+                                 bf16.eq(fmt == InFormat.BF16), acc_f16.eq(regs.format_acc_f16),
+                                 c_given.eq(regs.format_c_given), fmt_bad.eq(
+                                     (fmt > InFormat.BF16) | ((fmt == InFormat.BF16) & regs.format_acc_f16)),
+                                 error.eq(0), busy.eq(1), cycles.eq(0), beats.eq(0), abort.eq(0)]
+                    for x in "abcd":
+                        lo, hi = getattr(regs, f"{x}_lo"), getattr(regs, f"{x}_hi")
+                        m.d.sync += [base[x].eq(Cat(lo, hi)), ld[x].eq(getattr(regs, f"ld{x}"))]
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                with m.If(code != 0):
+                    m.d.sync += error.eq(code)
+                    m.next = "FINISH"
+                with m.Else():
+                    m.d.sync += [ti.eq(0), tj.eq(0), tiles_m.eq(cm[4:15]), tiles_n.eq(cn[4:15]),
+                                 steps.eq(ck[4:15]), a_row.eq(base["a"]), c_row.eq(base["c"]),
+                                 d_row.eq(base["d"])]
+                    m.next = "TILE"
+            with m.State("TILE"):
+                m.d.sync += [kk.eq(0), b_row.eq(base["b"])]
+                with m.If(c_given):
+                    m.next = "READ_C"
+                with m.Else():
+                    m.next = "FILL"
+            transfer("READ_C", goto("LOAD_C"), write=0, addr=c_ptr, stride_shift=es_shift,
+                     ldx=ld["c"], row_words=acc_words, word=C_WORD)
+            wmma("LOAD_C", goto("READ_A"), op=Op.LOAD, kind=ACCUMULATOR, addr=C_WORD * 16)
+            wmma("FILL", goto("READ_A"), op=Op.FILL, kind=ACCUMULATOR)
+            transfer("READ_A", goto("READ_B"), write=0, addr=a_ptr, stride_shift=1, ldx=ld["a"],
+                     row_words=2, word=A_WORD)
+            transfer("READ_B", goto("LOAD_A"), write=0, addr=b_ptr, stride_shift=1, ldx=ld["b"],
+                     row_words=2, word=B_WORD)
+            wmma("LOAD_A", goto("LOAD_B"), op=Op.LOAD, kind=MATRIX_A, frag=0, addr=A_WORD * 16)
+            wmma("LOAD_B", goto("MMA"), op=Op.LOAD, kind=MATRIX_B, frag=1, addr=B_WORD * 16)
+            wmma("MMA", after_mma, op=Op.MMA, frag=0, fa=0, fb=1, fc=0)
+            wmma("STORE", goto("WRITE_D"), op=Op.STORE, kind=ACCUMULATOR, addr=C_WORD * 16)
+            transfer("WRITE_D", after_store, write=1, addr=d_ptr, stride_shift=es_shift,
+                     ldx=ld["d"], row_words=acc_words, word=C_WORD)
+            with m.State("FINISH"):
+                m.d.comb += regs.status_done_set.eq(1)
+                m.d.sync += busy.eq(0)
+                m.next = "IDLE"
+            with m.State("ABORT"):                  # soft reset: no done, status cleared
+                m.d.sync += [busy.eq(0), error.eq(0), abort.eq(0)]
+                m.next = "IDLE"
+        with m.If(regs.ctrl_soft_reset & ~busy):
+            m.d.sync += [error.eq(0), cycles.eq(0), beats.eq(0)]
+        return m

@@ -1,0 +1,311 @@
+"""cocotb bench of the ``soc`` design (``rtl/soc.py``) with cocotbext-axi: ``AxiLiteMaster``
+programs the registers, an AXI4 slave memory holds A, B, C and D, and every one of the seven
+channels pauses at random.  D is checked bit for bit against the golden model
+(``golden.mma``, D = A·B + C or A·B), and the memory around D against what was there before.
+
+Tests: ``gemms`` (several sizes, leading dimensions, FP16/BF16, FP32/FP16 accumulators, C given
+or zero), ``bad_configs`` (each refused with its code, no AXI request at all), ``read_error`` and
+``write_error`` (SLVERR from the memory: the run stops with the code, nothing hangs, the tile
+whose read failed is not written), ``soft_reset`` (in mid-run, then a good run).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, with_timeout
+from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiResp, AxiSlave
+
+from golden import mma
+from rtl.regmap import REGISTERS, ErrorCode
+
+CLOCK_NS = 10
+REG = {r.name: r.offset for r in REGISTERS}
+
+
+def pauses(rng: random.Random, p: float):
+    while True:
+        yield rng.random() < p
+
+
+class Memory:
+    """The AXI slave's target: a byte array; reads or writes touching ``bad`` (a byte range)
+    raise, which cocotbext-axi answers with SLVERR."""
+
+    def __init__(self, size: int):
+        self.data = bytearray(size)
+        self.bad_read = self.bad_write = range(0)
+
+    def _check(self, address, length, bad):
+        if address < bad.stop and address + length > bad.start:
+            raise OSError(f"injected error at {address:#x}")
+
+    async def read(self, address, length):
+        self._check(address, length, self.bad_read)
+        return bytes(self.data[address:address + length])
+
+    async def write(self, address, data):
+        self._check(address, len(data), self.bad_write)
+        self.data[address:address + len(data)] = data
+
+
+class Bench:
+    def __init__(self, dut, pause: float = 0.3, mem_size: int = 1 << 20):
+        self.dut = dut
+        seed = int(os.environ.get("TCORE_SEED", "1"))
+        self.rng = random.Random(seed)
+        self.np_rng = np.random.default_rng(seed)
+        dut._log.info(f"seed {seed}")
+        self.mem = Memory(mem_size)
+        self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
+        self.axi = AxiSlave(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, target=self.mem)
+        self.requests = 0
+        if pause:
+            chans = [self.axil.write_if.aw_channel, self.axil.write_if.w_channel,
+                     self.axil.write_if.b_channel, self.axil.read_if.ar_channel,
+                     self.axil.read_if.r_channel, self.axi.write_if.aw_channel,
+                     self.axi.write_if.w_channel, self.axi.write_if.b_channel,
+                     self.axi.read_if.ar_channel, self.axi.read_if.r_channel]
+            for ch in chans:
+                ch.set_pause_generator(pauses(random.Random(self.rng.random()), pause))
+
+    async def start(self):
+        dut = self.dut
+        cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
+        dut.rst.value = 1
+        await ClockCycles(dut.clk, 3)
+        dut.rst.value = 0
+        cocotb.start_soon(self._count_requests())
+        await ClockCycles(dut.clk, 2)
+
+    async def _count_requests(self):
+        while True:
+            await RisingEdge(self.dut.clk)
+            await ReadOnly()
+            self.requests += int(self.dut.m_axi_arvalid.value) + int(self.dut.m_axi_awvalid.value)
+
+    async def reg_write(self, name, value):
+        r = await with_timeout(self.axil.write(REG[name], int(value).to_bytes(4, "little")), 100, "us")
+        assert r.resp == AxiResp.OKAY, (name, r.resp)
+
+    async def reg_read(self, name) -> int:
+        r = await with_timeout(self.axil.read(REG[name], 4), 100, "us")
+        assert r.resp == AxiResp.OKAY, (name, r.resp)
+        return int.from_bytes(r.data, "little")
+
+    def put(self, addr, rows_bits, ld_elems):
+        """Write a matrix of bit patterns row-major with leading dimension ``ld_elems``."""
+        es = rows_bits.dtype.itemsize
+        for r, row in enumerate(rows_bits):
+            at = addr + r * ld_elems * es
+            self.mem.data[at:at + row.nbytes] = row.tobytes()
+
+    def get(self, addr, rows, cols, ld_elems, dtype):
+        es = np.dtype(dtype).itemsize
+        out = np.empty((rows, cols), dtype)
+        for r in range(rows):
+            at = addr + r * ld_elems * es
+            out[r] = np.frombuffer(bytes(self.mem.data[at:at + cols * es]), dtype)
+        return out
+
+    async def program(self, *, m, n, k, a, b, c, d, lda, ldb, ldc, ldd, bf16=False, acc_f16=False,
+                      c_given=False):
+        for name, v in (("M", m), ("N", n), ("K", k), ("LDA", lda), ("LDB", ldb), ("LDC", ldc),
+                        ("LDD", ldd)):
+            await self.reg_write(name, v)
+        for x, addr in (("A", a), ("B", b), ("C", c), ("D", d)):
+            await self.reg_write(f"{x}_LO", addr & 0xFFFFFFFF)
+            await self.reg_write(f"{x}_HI", addr >> 32)
+        await self.reg_write("FORMAT", int(bf16) | int(acc_f16) << 4 | int(c_given) << 8)
+
+    async def run(self, budget_clocks: int):
+        """Start with the interrupt enabled; wait for irq (bounded); return STATUS.error."""
+        await self.reg_write("CTRL", 0b011)
+        for _ in range(budget_clocks):
+            await RisingEdge(self.dut.clk)
+            if int(self.dut.irq.value):
+                break
+        else:
+            raise AssertionError(f"no interrupt within {budget_clocks} clocks")
+        status = await self.reg_read("STATUS")
+        assert status & 0b11 == 0b10, f"STATUS {status:#x}: expected done and not busy"
+        await self.reg_write("STATUS", 0b10)               # clear done
+        await ClockCycles(self.dut.clk, 2)
+        assert int(self.dut.irq.value) == 0, "irq still high after clearing done"
+        return status >> 4
+
+
+def budget(m, n, k) -> int:
+    """Clocks a run may take: per 16-wide step two tile reads and the warp work, per tile a C
+    read and a D write, each row a burst; paused channels at most double it; then 4x margin."""
+    steps = (m // 16) * (n // 16) * (k // 16)
+    tiles = (m // 16) * (n // 16)
+    return 4 * (steps * 2 * (64 * 2 + 300) + tiles * 2 * (64 * 4 + 200) + 2000)
+
+
+def operands(rng, m, n, k, fmt, acc_f16, c_given):
+    import ml_dtypes
+    conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
+    a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
+    b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
+    cdt = np.float16 if acc_f16 else np.float32
+    c = (rng.standard_normal((m, n)).astype(cdt) if c_given else np.zeros((m, n), cdt))
+    return a, b, c.view(np.uint16 if acc_f16 else np.uint32)
+
+
+async def one_gemm(b: Bench, *, m, n, k, fmt="fp16", acc_f16=False, c_given=False, pad=(8, 8, 8, 8)):
+    a_bits, b_bits, c_bits = operands(b.np_rng, m, n, k, fmt, acc_f16, c_given)
+    lda, ldb, ldc, ldd = k + pad[0], n + pad[1], n + pad[2], n + pad[3]
+    es = 2 if acc_f16 else 4
+    base_a = 0x1000
+    base_b = base_a + ((m * lda * 2 + 0xFFF) & ~0xFFF) + 0xFF0       # rows cross 4 KiB pages
+    base_c = base_b + ((k * ldb * 2 + 0xFFF) & ~0xFFF) + 0x1000
+    base_d = base_c + ((m * ldc * es + 0xFFF) & ~0xFFF) + 0xFE0
+    b.put(base_a, a_bits, lda)
+    b.put(base_b, b_bits, ldb)
+    b.put(base_c, c_bits, ldc)
+    sentinel = np.frombuffer(bytes([0xA5]) * (m * ldd * es), np.uint8)
+    b.mem.data[base_d:base_d + sentinel.size] = sentinel.tobytes()
+    await b.program(m=m, n=n, k=k, a=base_a, b=base_b, c=base_c, d=base_d, lda=lda, ldb=ldb,
+                    ldc=ldc, ldd=ldd, bf16=fmt == "bf16", acc_f16=acc_f16, c_given=c_given)
+    err = await b.run(budget(m, n, k))
+    assert err == 0, f"STATUS.error {err} ({ErrorCode(err).name})"
+    out_dt = np.uint16 if acc_f16 else np.uint32
+    got = b.get(base_d, m, n, ldd, out_dt)
+    want = mma(a_bits, b_bits, c_bits if c_given else np.zeros_like(c_bits), in_fmt=fmt,
+               out_fmt="fp16" if acc_f16 else "fp32")
+    bad = int((got != want).sum())
+    assert bad == 0, f"{m}x{n}x{k} {fmt} acc_f16={acc_f16} c_given={c_given}: {bad} of {got.size} differ"
+    # Nothing written outside D's rows (the padding of each row keeps the sentinel).
+    for r in range(m):
+        at = base_d + r * ldd * es + n * es
+        pad_bytes = bytes(b.mem.data[at:at + (ldd - n) * es])
+        assert pad_bytes == bytes([0xA5]) * len(pad_bytes), f"row {r}: padding overwritten"
+    cycles = await b.reg_read("CYCLES_LO")
+    beats = await b.reg_read("BEATS_LO")
+    assert beats == m * n * k // 64, f"BEATS {beats}, expected {m * n * k // 64}"
+    b.dut._log.info(f"{m}x{n}x{k} {fmt} acc_f16={acc_f16} c_given={c_given}: {cycles} clocks, "
+                    f"utilisation {beats / cycles:.3f}")
+    return base_a, base_b, base_c, base_d
+
+
+def cases() -> list:
+    raw = os.environ.get("TCORE_SOC_CASES", "32x32x32:fp16:f32:c,16x48x32:bf16:f32:0,32x16x16:fp16:f16:c")
+    out = []
+    for spec in raw.split(","):
+        shape, fmt, acc, c = spec.split(":")
+        m, n, k = (int(x) for x in shape.split("x"))
+        out.append(dict(m=m, n=n, k=k, fmt=fmt, acc_f16=acc == "f16", c_given=c == "c"))
+    return out
+
+
+@cocotb.test()
+async def gemms(dut):
+    b = Bench(dut)
+    await b.start()
+    assert await b.reg_read("ID") == 0x74636F72
+    for case in cases():
+        await one_gemm(b, **case)
+
+
+@cocotb.test()
+async def bad_configs(dut):
+    """Each bad configuration is refused with its code and makes no memory request."""
+    b = Bench(dut)
+    await b.start()
+    good = dict(m=16, n=16, k=16, a=0x1000, b=0x2000, c=0x3000, d=0x4000, lda=16, ldb=16,
+                ldc=16, ldd=16)
+    bad = [
+        (dict(m=0), ErrorCode.BAD_SIZE), (dict(n=24), ErrorCode.BAD_SIZE),
+        (dict(k=16 * 1025), ErrorCode.BAD_SIZE),
+        (dict(a=0x1008), ErrorCode.MISALIGNED), (dict(d=0x4004), ErrorCode.MISALIGNED),
+        (dict(b=1 << 33), ErrorCode.ADDR_RANGE),
+        (dict(lda=8), ErrorCode.BAD_LD), (dict(ldb=20), ErrorCode.BAD_LD),
+        (dict(ldd=12), ErrorCode.BAD_LD),
+    ]
+    for change, code in bad:
+        await b.program(**{**good, **change})
+        before = b.requests
+        err = await b.run(2000)
+        assert err == code, f"{change}: error {err}, expected {code.name}"
+        assert b.requests == before, f"{change}: {b.requests - before} memory requests"
+    await b.program(**good, bf16=True, acc_f16=True)
+    err = await b.run(2000)
+    assert err == ErrorCode.BAD_FORMAT
+    # C is read only when given: its base and leading dimension do not matter otherwise.
+    await b.program(**{**good, "c": 0x3004, "ldc": 3})
+    assert await b.run(budget(16, 16, 16)) == 0
+    await b.program(**{**good, "c": 0x3004}, c_given=True)
+    assert await b.run(2000) == ErrorCode.MISALIGNED
+
+
+@cocotb.test()
+async def read_error(dut):
+    """A read answered with SLVERR ends the run with READ_SLVERR; the tile whose operand failed
+    (and every later one) is not written; the earlier tiles are."""
+    b = Bench(dut)
+    await b.start()
+    m, n, k = 32, 32, 32
+    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, "fp16", False, False)
+    base_a, base_b, base_d = 0x1000, 0x4000, 0x9000
+    b.put(base_a, a_bits, k)
+    b.put(base_b, b_bits, n)
+    b.mem.data[base_d:base_d + m * n * 4] = bytes([0x5A]) * (m * n * 4)
+    # The second K step of tile (1, 0) reads A rows 16.. at columns 16..31: make those fail.
+    row16 = base_a + 16 * k * 2
+    b.mem.bad_read = range(row16 + 32, row16 + 64)
+    await b.program(m=m, n=n, k=k, a=base_a, b=base_b, c=0, d=base_d, lda=k, ldb=n, ldc=n, ldd=n)
+    assert await b.run(budget(m, n, k)) == ErrorCode.READ_SLVERR
+    got = b.get(base_d, m, n, n, np.uint32)
+    want = mma(a_bits, b_bits, np.zeros((m, n), np.uint32))
+    assert np.array_equal(got[:16], want[:16]), "the tiles before the failure were not written"
+    assert np.all(got[16:] == 0x5A5A5A5A), "a tile whose read failed was written"
+    b.mem.bad_read = range(0)
+    await b.reg_write("CTRL", 0b100)                      # soft reset clears the error
+    await ClockCycles(dut.clk, 4)
+    assert (await b.reg_read("STATUS")) >> 4 == 0
+
+
+@cocotb.test()
+async def write_error(dut):
+    b = Bench(dut)
+    await b.start()
+    m, n, k = 16, 32, 16
+    base_d = 0x8000
+    b.mem.bad_write = range(base_d + 40 * 4, base_d + 41 * 4)      # row 1, column 8
+    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, "fp16", False, False)
+    b.put(0x1000, a_bits, k)
+    b.put(0x2000, b_bits, n)
+    await b.program(m=m, n=n, k=k, a=0x1000, b=0x2000, c=0, d=base_d, lda=k, ldb=n, ldc=n, ldd=n)
+    assert await b.run(budget(m, n, k)) == ErrorCode.WRITE_SLVERR
+    b.mem.bad_write = range(0)
+    await one_gemm(b, m=16, n=16, k=16)                   # and the next run is good
+
+
+@cocotb.test()
+async def soft_reset(dut):
+    """A soft reset in mid-run stops the engine at the next burst or command boundary (no done,
+    no interrupt), clears STATUS, and the next run is bit-exact."""
+    b = Bench(dut)
+    await b.start()
+    m = n = k = 32
+    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, "fp16", False, False)
+    b.put(0x1000, a_bits, k)
+    b.put(0x4000, b_bits, n)
+    await b.program(m=m, n=n, k=k, a=0x1000, b=0x4000, c=0, d=0x8000, lda=k, ldb=n, ldc=n, ldd=n)
+    await b.reg_write("CTRL", 0b011)
+    await ClockCycles(dut.clk, 600)
+    assert (await b.reg_read("STATUS")) & 1 == 1, "not busy in mid-run"
+    await b.reg_write("CTRL", 0b110)                      # soft reset, irq_en kept
+    for _ in range(5000):
+        await RisingEdge(dut.clk)
+        if (await b.reg_read("STATUS")) & 1 == 0:
+            break
+    else:
+        raise AssertionError("still busy 5000 clocks after a soft reset")
+    assert int(dut.irq.value) == 0 and await b.reg_read("STATUS") == 0
+    await one_gemm(b, m=16, n=32, k=32)
