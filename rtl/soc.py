@@ -109,7 +109,7 @@ class TileDma(wiring.Component):
         beats_left = Signal(5)                    # beats of the row not yet requested
         burst = Signal(5)                         # beats in the current burst
         sent = Signal(5)                          # beats of the current burst done
-        sub = Signal(range(per_word))             # beat within the 128-bit word
+        sub = Signal(max(1, (per_word - 1).bit_length()))   # beat within the 128-bit word
         acc = Signal(WORD_BITS)                   # the word being assembled or sent
         err = Signal(2)
 
@@ -320,6 +320,8 @@ class GemmSoc(wiring.Component):
             m.d.sync += abort.eq(busy)
 
         cmd = warp.cmd.payload
+        # Row-major operands only; the tag numbers the K step (the responses come in order).
+        m.d.comb += cmd.tag.eq(kk[:8])
 
         def wmma(name, nxt, *, op, kind=0, frag=0, addr=0, ldm=16, fa=0, fb=0, fc=0):
             """States ``name`` (issue the command) and ``name_W`` (its response)."""
@@ -327,7 +329,7 @@ class GemmSoc(wiring.Component):
                 m.d.comb += [warp.cmd.valid.eq(1), cmd.op.eq(op), cmd.kind.eq(kind),
                              cmd.frag.eq(frag), cmd.addr.eq(addr), cmd.ldm.eq(ldm),
                              cmd.fa.eq(fa), cmd.fb.eq(fb), cmd.fc.eq(fc), cmd.bf16.eq(bf16),
-                             cmd.acc_f16.eq(acc_f16), cmd.value.eq(0)]
+                             cmd.acc_f16.eq(acc_f16), cmd.value.eq(0), cmd.col_major.eq(0)]
                 with m.If(warp.cmd.ready):
                     m.next = f"{name}_W"
             with m.State(f"{name}_W"):

@@ -357,6 +357,8 @@ def _gemm_fp4(args, t0) -> int:
                                progress=not args.json)
     except SimError as e:
         raise CliError(str(e)) from None
+    except ValueError as e:             # run_fp4_gemm's refusals of a request (backend, size)
+        raise CliError(str(e)) from None
     want = nvfp4.gemm(qa, qbt)
     mismatches = int((d != want).sum())
     exact = a.astype(np.float64) @ b.astype(np.float64)

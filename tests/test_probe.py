@@ -8,7 +8,7 @@ import pytest
 from golden import mma
 from golden.layout_file import parse_layouts
 from golden.probe import CLASSES, make_class
-from golden.silicon import KERNELS, load
+from golden.silicon import KERNELS, kernels_in, load
 from sim.cli import main
 
 from .conftest import SILICON
@@ -26,7 +26,9 @@ def test_probe_capture_matches_golden(name):
     data = load(PROBE / name)
     meta = json.loads(str(data["meta"]))
     assert "H200" in meta["device"] and meta["mma_equals_wmma"]
-    for k in KERNELS.values():
+    names = kernels_in(data)
+    assert {"f16_f32", "bf16_f32", "f16_f16"} <= set(names), names
+    for k in (KERNELS[name] for name in names):
         got = mma(data["a"], data["b"], data[k.c_key], in_fmt=k.in_fmt, out_fmt=k.out_fmt)
         assert np.array_equal(got, data[k.d_key]), f"{name} {k.name}"
         assert np.array_equal(data[k.d_key], data["wmma_" + k.name])

@@ -1,4 +1,4 @@
-"""The ``soc`` design under cocotbext-axi: GEMMs bit-exact against the golden model through the
+"""The ``soc`` design under cocotbext-axi (all under ``slow``, ``make test-all``): GEMMs bit-exact against the golden model through the
 AXI4-Lite registers and the AXI4 master, bad configurations, memory errors, soft reset."""
 
 import pytest
@@ -8,6 +8,7 @@ from sim.runner import run_bench
 TESTS = ["gemms", "bad_configs", "read_error", "write_error", "soft_reset"]
 
 
+@pytest.mark.slow          # a 6.8 MB design today (fragments in flip-flops): minutes to build
 def test_soc_bench_verilator():
     run_bench("verilator", "soc", "tb.soc_bench", TESTS, params={}, quiet=True)
 
