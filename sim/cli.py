@@ -52,10 +52,7 @@ def cmd_verify(args) -> int:
 
     if args.kernel != "all" and refuse(args.kernel):
         raise CliError(refuse(args.kernel))
-    if not rtl:
-        for flag, given in (("--waves", args.waves), ("--through", args.through)):
-            if given:
-                raise CliError(f"{flag} has no meaning on --backend golden (it is for the RTL backends)")
+    _refuse_golden_options(args, (("--waves", args.waves), ("--through", args.through)))
     # Read and validate every file before running anything: a bad file fails fast.
     jobs = []
     for path in args.files:
