@@ -11,6 +11,8 @@ and t = lane % 4 (the PTX ISA's m16n8k16 layouts, two of them side by side):
 * ``matrix_b`` slot i: row 2t + (i & 1) + 8*(i in {2,3,6,7}), column g + 8*(i >= 4);
 * ``accumulator`` slot i (0..7): as ``matrix_a`` (num_elements = 8).
 
+The map itself lives in :mod:`numerics.fragments` (shared with the RTL register file).
+
 Memory is a flat byte array; ``ldm`` is the leading dimension in elements, as in CUDA: a
 multiple of 8 for 16-bit elements and 4 for 32-bit ones, the address 256-bit (32-byte) aligned.
 """
@@ -20,6 +22,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+
+from numerics.fragments import element_map
 
 from .mma import mma
 
@@ -33,22 +37,6 @@ LANES = 32
 
 class WmmaError(ValueError):
     """An operation the hardware refuses: bad ldm, misaligned address, out-of-range access."""
-
-
-def element_map(kind: str) -> np.ndarray:
-    """(32, 8, 2) int array: the (row, col) each lane holds in each distinct slot (m16n16k16)."""
-    if kind not in KINDS:
-        raise ValueError(f"Fragment kind must be one of {KINDS}, not {kind!r}")
-    lane = np.arange(LANES)[:, None]
-    i = np.arange(8)[None, :]
-    g, t = lane // 4, lane % 4
-    hi_row = np.isin(i, (2, 3, 6, 7)) * 8       # the same for all three kinds
-    hi_col = (i >= 4) * 8
-    if kind == "matrix_b":
-        row, col = 2 * t + (i & 1) + hi_row, g + hi_col
-    else:
-        row, col = g + hi_row, 2 * t + (i & 1) + hi_col
-    return np.stack(np.broadcast_arrays(row, col), axis=-1)
 
 
 def num_elements(kind: str) -> int:

@@ -8,7 +8,8 @@ __all__ = ["DESIGNS", "LINT_PARAMS", "make", "parameters", "to_verilog", "port_h
 
 
 #: Each design: the module and top-level class, and the constructor arguments its build fixes.
-_CLASSES = {"mma4": ("mma4", "MMA4", {}), "wmma": ("wmma", "WarpTop", {}),
+_CLASSES = {"mma4": ("mma4", "MMA4", {}), "fragments": ("fragments", "FragmentBank", {}),
+            "wmma": ("wmma", "WarpTop", {}),
             "gemm": ("gemm", "GemmTop", {}), "fp4dec": ("nvfp4", "Fp4Decoder", {"registered": True}),
             "fp4gemm": ("nvfp4", "Fp4GemmTop", {}), "axilregs": ("axil", "AxiLiteRegsTop", {}),
             "soc": ("soc", "GemmSoc", {})}
@@ -48,7 +49,8 @@ def make(name: str, **params):
 
 
 # The parameters ``tcore verilog`` and ``make lint`` use: what the benches build.
-LINT_PARAMS = {"mma4": {}, "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768},
+LINT_PARAMS = {"mma4": {}, "fragments": {"a_frags": 2, "b_frags": 2, "acc_frags": 2, "load_ports": 2},
+               "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768},
                "fp4dec": {"lanes": 16}, "fp4gemm": {"cores": 1, "mem_words": 32768},
                "axilregs": {}, "soc": {}}
 

@@ -1,259 +1,424 @@
-"""The warp fragment register bank: 32 lanes, each with its fragment slots, laid out as on an H200.
+"""The warp register file: a warp's WMMA fragments in block RAM, laid out as on an H200.
 
-Golden twin: :mod:`golden.wmma` (``element_map``).
+Golden twin: :mod:`golden.wmma` (``load_matrix_sync``, ``store_matrix_sync``; the lane/slot
+map is :mod:`numerics.fragments`, which both import).
 
-Every lane holds 8 distinct slots of each fragment (a ``matrix_a``/``matrix_b`` fragment has
-num_elements = 16 in CUDA, slots 8..15 repeating 0..7; an accumulator has 8).  The bank has
-``matrix_frags`` fragments of 16-bit slots (for matrix_a and matrix_b) and ``acc_frags``
-fragments of 32-bit slots (accumulators; FP16 values in the low half).  Which matrix element
-(row, col) a lane holds in a slot is the measured H200 layout; the ports below route memory
-words and core beats to and from those registers.
+Organisation
+------------
+With the H200's fragment layout every 4x4 block of a 16x16 fragment is held by 8 lanes (the
+block's lane group q), two elements each (:mod:`numerics.fragments`).  The register file of
+each fragment kind therefore has
+
+* one *entry* per 4x4 block: 16 entries per fragment, ``entry = 4 * block row + block column``
+  (for B the block row is the k block);
+* one *column* per lane position l = 0..7 of the group: 8 columns, each its own
+  ``lib.memory.Memory`` (its own address), of two elements: 2 x 16 bits for A and B, 2 x 32
+  bits for the accumulator (FP32, or FP16 in the low half).
+
+So an entry is 256 bits (A, B) or 512 bits (C/D) and a core beat (one 4x4 block of A, B or C)
+is ONE read of one entry, all columns at one address.  The columns of an entry are *skewed*:
+logical column l sits in physical column l XOR skew(entry), skew = q with its two bits
+swapped (:func:`numerics.fragments.skew`); a 4:1 mux per column undoes it on a beat read.
+With the skew the (at most two) entries that one 128-bit memory word touches use disjoint
+physical columns, so every load writes one word per clock and every store reads one word per
+clock, row- and column-major, FP16 and FP32 alike:
+
+=====================  ===========================  ===============================
+access (128-bit word)  entries / columns touched    clocks per word
+=====================  ===========================  ===============================
+A, B row/col-major     2 entries x 4 half-columns   1 (16-bit write granularity)
+                       (A row, B col: 2 x 2 whole)
+C/D FP32 row/col       1 entry x 2 columns (row) or 1 (32-bit write granularity)
+                       4 half-columns (col)
+C/D FP16 row/col       2 entries, disjoint columns  1 (FP16 in a 32-bit element slot)
+mma beat read          1 entry, 8 columns           1 (no mux but the skew's 4:1)
+D block write          1 entry, 8 columns           1
+fill_fragment          16 entries                   16 (one entry per clock)
+=====================  ===========================  ===============================
+
+Reads are synchronous (block-RAM read ports): data comes one clock after an enabled address
+and is held while the port is not enabled.  The storage has no reset.  Each column has one
+write port (fill, loads and the D write-back share it, in that priority: the users never write
+the same kind in the same clock) and one read port for the core's beats, plus one read port
+for stores on the accumulator columns.
 """
 
+from __future__ import annotations
+
+import itertools
+
 from amaranth import *
-from amaranth.lib import data, wiring
+from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from golden.wmma import element_map
+from numerics import fragments as fl
 
-__all__ = ["FragmentBank", "LoadPort", "LANES", "SLOTS", "MATRIX_A", "MATRIX_B", "ACCUMULATOR"]
+__all__ = ["Kind", "FragmentBank", "LoadSignature", "FillSignature", "MmaReadSignature",
+           "MmaWriteSignature", "StoreSignature", "LANES", "SLOTS", "MATRIX_A", "MATRIX_B",
+           "ACCUMULATOR", "WORD_BITS"]
 
-LANES, SLOTS = 32, 8
-MATRIX_A, MATRIX_B, ACCUMULATOR = 0, 1, 2
+LANES, SLOTS = fl.LANES, fl.SLOTS
 WORD_BITS = 128                     # memory port: 8 half or 4 float elements
+ENTRIES, COLUMNS = fl.BLOCKS, fl.COLUMNS
 
 
-def _maps():
-    return {k: element_map(n) for k, n in ((MATRIX_A, "matrix_a"), (MATRIX_B, "matrix_b"),
-                                            (ACCUMULATOR, "accumulator"))}
+class Kind(enum.Enum, shape=2):
+    """Fragment kinds (the WMMA command's ``kind`` codes)."""
+    MATRIX_A = 0
+    MATRIX_B = 1
+    ACCUMULATOR = 2
 
 
-def _index_bits(n):
-    return max(1, (n - 1).bit_length())
+MATRIX_A, MATRIX_B, ACCUMULATOR = Kind.MATRIX_A, Kind.MATRIX_B, Kind.ACCUMULATOR
+_NAMES = {MATRIX_A: "matrix_a", MATRIX_B: "matrix_b", ACCUMULATOR: "accumulator"}
 
 
-def _by_frag(values, frag, bits):
-    """``values[frag]``; a single fragment needs no mux.  Arrays are padded to a power of two
-    so that every index value is covered."""
-    if len(values) == 1:
-        return values[0]
-    pad = values + [values[-1]] * ((1 << bits) - len(values))
-    return Array(pad)[frag[:bits]]
+# ---- port signatures (members as the bank's user drives them) --------------------------------
+
+class LoadSignature(wiring.Signature):
+    """load_matrix_sync, one memory word per clock: word ``word`` of line ``line`` (a row when
+    row-major, a column when ``col``) of fragment ``frag`` of ``kind``; ``f16`` marks 16-bit
+    accumulator elements (8 per word, else 4 FP32).  Written at the clock edge."""
+
+    def __init__(self):
+        super().__init__({"en": Out(1), "kind": Out(Kind), "col": Out(1), "f16": Out(1),
+                          "frag": Out(3), "line": Out(4), "word": Out(2), "data": Out(WORD_BITS)})
 
 
-def _pick(per_frag, sel, frag, bits):
-    return _by_frag([x[sel] for x in per_frag], frag, bits)
+class FillSignature(wiring.Signature):
+    """fill_fragment, one entry (4x4 block) per clock: every element of entry ``entry`` of
+    fragment ``frag`` of ``kind`` := ``value`` (the low 16 bits for A and B)."""
+
+    def __init__(self):
+        super().__init__({"en": Out(1), "kind": Out(Kind), "frag": Out(3), "entry": Out(4),
+                          "value": Out(32)})
 
 
-def _inverse(emap):
-    """(row, col) -> (lane, slot)."""
-    inv = {}
-    for lane in range(LANES):
-        for slot in range(SLOTS):
-            r, c = emap[lane, slot]
-            inv[int(r), int(c)] = (lane, slot)
-    return inv
+class MmaReadSignature(wiring.Signature):
+    """The core's beat for output block (``i``, ``j``) and k slice ``s`` of fragments ``a``,
+    ``b`` (matrix) and ``c`` (accumulator): A[4i+r][4s+k] at 4r+k, B[4s+k][4j+c] at 4k+c,
+    C[4i+r][4j+c] at 4r+c.  ``en`` takes the address; the beat comes one clock later and is
+    held until the next ``en``."""
+
+    def __init__(self):
+        super().__init__({"en": Out(1), "a": Out(3), "b": Out(3), "c": Out(3),
+                          "i": Out(2), "j": Out(2), "s": Out(2),
+                          "beat_a": In(data.ArrayLayout(16, 16)),
+                          "beat_b": In(data.ArrayLayout(16, 16)),
+                          "beat_c": In(data.ArrayLayout(32, 16))})
 
 
-class LoadPort(data.Struct):
-    """One memory word written into a fragment (see :class:`FragmentBank`)."""
-    en: 1
-    kind: 2
-    col: 1
-    f16: 1
-    frag: 3
-    line: 4
-    word: 2
-    data: WORD_BITS
+class MmaWriteSignature(wiring.Signature):
+    """mma_sync write-back of the D block (``i``, ``j``) (D[4i+r][4j+c] at 4r+c) into
+    accumulator ``frag``, at the clock edge."""
+
+    def __init__(self):
+        super().__init__({"en": Out(1), "frag": Out(3), "i": Out(2), "j": Out(2),
+                          "data": Out(data.ArrayLayout(32, 16))})
+
+
+class StoreSignature(wiring.Signature):
+    """store_matrix_sync: ``en`` asks for word ``word`` of line ``line`` of accumulator
+    ``frag`` (``col``-major, ``f16`` elements); ``data`` comes one clock later, held until the
+    next ``en``."""
+
+    def __init__(self):
+        super().__init__({"en": Out(1), "frag": Out(3), "col": Out(1), "f16": Out(1),
+                          "line": Out(4), "word": Out(2), "data": In(WORD_BITS)})
+
+
+# ---- tables: a mux made from the shared map, keyed only by the bits it depends on ------------
+
+def _lookup(m, parts, fn, assign, default=None):
+    """Drive ``assign(result)`` for ``result = fn(*key)``, ``key`` the values of ``parts``
+    (a list of ``(value, width)``; ``fn`` returns None where it does not care).
+
+    The result is tabulated over every key, the key bits it does not depend on are dropped,
+    and a ``Switch`` on the remaining bits selects the case: the muxes are as small as the
+    map allows.  ``default``: statements where no case applies (else nothing is driven).
+    """
+    bits = [(pi, b) for pi, (_, w) in enumerate(parts) for b in range(w)]
+    table = {}
+    for key in itertools.product(*(range(1 << w) for _, w in parts)):
+        r = fn(*key)
+        if r is not None:
+            table[key] = r
+    keep = list(range(len(bits)))
+
+    def project(key, sel):
+        return tuple((key[bits[i][0]] >> bits[i][1]) & 1 for i in sel)
+
+    for i in list(keep):
+        trial = [k for k in keep if k != i]
+        groups = {}
+        ok = True
+        for key, r in table.items():
+            g = project(key, trial)
+            if groups.setdefault(g, r) != r:
+                ok = False
+                break
+        if ok:
+            keep = trial
+    cases = {}
+    for key, r in table.items():
+        cases[project(key, keep)] = r
+    if not cases:
+        if default is not None:
+            m.d.comb += default
+        return
+    if not keep:
+        m.d.comb += assign(next(iter(cases.values())))
+        return
+    sel = Cat(*(parts[bits[i][0]][0][bits[i][1]] for i in keep))
+    with m.Switch(sel):
+        for g, r in sorted(cases.items()):
+            with m.Case(sum(bit << n for n, bit in enumerate(g))):
+                m.d.comb += assign(r)
+        if default is not None:
+            with m.Default():
+                m.d.comb += default
+
+
+def _elem_bits(kind):
+    return 16 if kind != ACCUMULATOR else 32
+
+
+def _word_elements(kind, col, f16, line, word):
+    """The elements of a 128-bit word: a list of ((row, col), bit offset, width), or None
+    where the word does not exist."""
+    esize = 16 if (kind != ACCUMULATOR or f16) else 32
+    per = WORD_BITS // esize
+    if word >= 16 // per:
+        return None
+    out = []
+    for e in range(per):
+        pos = word * per + e
+        rc = (line, pos) if not col else (pos, line)
+        out.append((rc, esize * e, esize))
+    return out
+
+
+def _place(kind, rc):
+    """(entry, physical column, half) of element rc."""
+    entry, lcol, half = fl.block_place(_NAMES[kind], *rc)
+    return entry, lcol ^ fl.skew(_NAMES[kind], entry), half
 
 
 class FragmentBank(wiring.Component):
-    """Fragment registers with the ports of the WMMA operations.  All writes take one clock;
-    all reads are combinational.
+    """The warp register file (see the module doc): fragments of A, B and C/D in block RAM.
 
     Parameters
     ----------
-    matrix_frags : int
-        Fragments for matrix_a/matrix_b (16-bit slots).
-    acc_frags : int
-        Accumulator fragments (32-bit slots).
-
-    load_ports : int
-        Independent load write ports (2 lets A and B load at once).
+    a_frags, b_frags, acc_frags : int, 1..8
+        Fragments of each kind.
+    load_ports : int, 1 or 2
+        Load ports (2: A and B load at once); each may load any kind.
     col_major : bool
         Support column-major loads and stores (the GEMM top, row-major only, leaves them out).
+    f16 : bool
+        Support FP16 accumulator loads and stores.
 
     Members
     -------
-    fill_* : fill_fragment: every slot of fragment ``fill_frag`` (bank ``fill_acc``) := value.
-    lw : load_matrix_sync, one memory word per clock per port (:class:`LoadPort`): word
-        ``word`` of line ``line`` (a row when row-major, a column when col-major) of a fragment
-        of kind ``kind``; ``f16`` marks 16-bit accumulator elements (8 per word, else 4 FP32).
-    sr_* : store_matrix_sync: ``sr_data`` is word ``sr_word`` of line ``sr_line`` of
-        accumulator ``sr_frag``.
-    mr_* : mma_sync read: the core beat for output block (``mr_i``, ``mr_j``) and k slice
-        ``mr_s``: A[4i+r][4s+k] at 4r+k, B[4s+k][4j+c] at 4k+c, C[4i+r][4j+c] at 4r+c.
-    mw_* : mma_sync write-back of the D block (``mw_i``, ``mw_j``) into accumulator ``mw_frag``.
+    fill : In(FillSignature)
+    load : In(LoadSignature) x load_ports
+    mma_rd : In(MmaReadSignature)
+    mma_wr : In(MmaWriteSignature)
+    store : In(StoreSignature)
+
+    Users write one kind from one port per clock (fill, then the load ports, then the D
+    write-back, take a kind's columns in that priority).
     """
 
-    def __init__(self, *, matrix_frags: int = 4, acc_frags: int = 2, load_ports: int = 1,
-                 col_major: bool = True):
-        if not 1 <= matrix_frags <= 8 or not 1 <= acc_frags <= 8:
-            raise ValueError(f"Fragment counts must be 1..8, not {matrix_frags!r}, {acc_frags!r}")
+    def __init__(self, *, a_frags: int = 4, b_frags: int = 4, acc_frags: int = 2,
+                 load_ports: int = 1, col_major: bool = True, f16: bool = True):
+        for name, n in (("a_frags", a_frags), ("b_frags", b_frags), ("acc_frags", acc_frags)):
+            if not 1 <= n <= 8:
+                raise ValueError(f"{name} must be 1..8, not {n!r}")
         if load_ports not in (1, 2):
             raise ValueError(f"Load ports must be 1 or 2, not {load_ports!r}")
-        self._nm, self._nc = matrix_frags, acc_frags
-        self._ports, self._col = load_ports, col_major
+        self._frags = {MATRIX_A: a_frags, MATRIX_B: b_frags, ACCUMULATOR: acc_frags}
+        self._ports, self._col, self._f16 = load_ports, col_major, f16
         super().__init__({
-            "fill_en": In(1), "fill_acc": In(1), "fill_frag": In(3), "fill_value": In(32),
-            "lw": In(LoadPort).array(load_ports),
-            "sr_frag": In(3), "sr_col": In(1), "sr_f16": In(1), "sr_line": In(4), "sr_word": In(2),
-            "sr_data": Out(WORD_BITS),
-            "mr_a": In(3), "mr_b": In(3), "mr_c": In(3), "mr_i": In(2), "mr_j": In(2), "mr_s": In(2),
-            "mr_beat_a": Out(data.ArrayLayout(16, 16)), "mr_beat_b": Out(data.ArrayLayout(16, 16)),
-            "mr_beat_c": Out(data.ArrayLayout(32, 16)),
-            "mw_en": In(1), "mw_frag": In(3), "mw_i": In(2), "mw_j": In(2),
-            "mw_data": In(data.ArrayLayout(32, 16)),
+            "fill": In(FillSignature()),
+            "load": In(LoadSignature()).array(load_ports),
+            "mma_rd": In(MmaReadSignature()),
+            "mma_wr": In(MmaWriteSignature()),
+            "store": In(StoreSignature()),
         })
-        self.matrix = [[[Signal(16, name=f"m{f}_l{l}_s{s}") for s in range(SLOTS)]
-                        for l in range(LANES)] for f in range(matrix_frags)]
-        self.acc = [[[Signal(32, name=f"c{f}_l{l}_s{s}") for s in range(SLOTS)]
-                     for l in range(LANES)] for f in range(acc_frags)]
+        # columns[kind][p]: the memory of physical column p.
+        self.columns = {
+            kind: [memory.Memory(shape=2 * _elem_bits(kind), depth=ENTRIES * n, init=[])
+                   for _ in range(COLUMNS)]
+            for kind, n in self._frags.items()}
 
-    @property
-    def matrix_frags(self):
-        return self._nm
+    def frags(self, kind) -> int:
+        return self._frags[Kind(kind)]
 
-    @property
-    def acc_frags(self):
-        return self._nc
+    # The lane/slot map, as the storage holds it: what ``tcore layout`` reads out.
+    def locate(self, kind, frag: int, lane: int, slot: int) -> tuple[memory.Memory, int, int, int]:
+        """(column memory, row address, bit offset, width) of ``slot`` of ``lane``."""
+        kind = Kind(kind)
+        for entry in range(ENTRIES):
+            for lcol in range(COLUMNS):
+                for half in (0, 1):
+                    if fl.lane_slot(_NAMES[kind], entry, lcol, half) == (lane, slot):
+                        p = lcol ^ fl.skew(_NAMES[kind], entry)
+                        w = _elem_bits(kind)
+                        return self.columns[kind][p], ENTRIES * frag + entry, w * half, w
+        raise ValueError(f"no slot {slot} in lane {lane}")
 
     def elaborate(self, platform):
         m = Module()
-        maps = _maps()
-        layouts = (0, 1) if self._col else (0,)
-
-        def port_hits(p, kind, r, c, elem_bits):
-            """(hit, value) pairs: port p's word holds element (r, c) of a ``kind`` fragment."""
-            per = 128 // elem_bits
-            out = []
-            for col, line, pos in ((0, r, c), (1, c, r)):
-                if col not in layouts:
-                    continue
-                hit = (p.kind == kind) & (p.col == col) & (p.line == line) & (p.word == pos // per)
-                out.append((hit, p.data[elem_bits * (pos % per):elem_bits * (pos % per + 1)]))
-            return out
-
-        # ---- fill and load into the matrix bank -------------------------------------------
-        for lane in range(LANES):
-            for slot in range(SLOTS):
-                writes = []                     # (condition, frag, value) in priority order
-                for pi, p in enumerate(self.lw):
-                    pairs = []
-                    for kind in (MATRIX_A, MATRIX_B):
-                        r, c = (int(v) for v in maps[kind][lane, slot])
-                        pairs += port_hits(p, kind, r, c, 16)
-                    wdata = Signal(16, name=f"mw{pi}_l{lane}_s{slot}")
-                    for h, v in pairs:
-                        with m.If(h):
-                            m.d.comb += wdata.eq(v)
-                    writes.append((p.en & Cat(*(h for h, _ in pairs)).any(), p.frag, wdata))
-                for f in range(self._nm):
-                    reg = self.matrix[f][lane][slot]
-                    with m.If(self.fill_en & ~self.fill_acc & (self.fill_frag == f)):
-                        m.d.sync += reg.eq(self.fill_value[:16])
-                    for cond, frag, wdata in writes:
-                        with m.If(cond & (frag == f)):
-                            m.d.sync += reg.eq(wdata)
-
-        # ---- fill, load and mma write-back into the accumulator bank ----------------------
-        for lane in range(LANES):
-            for slot in range(SLOTS):
-                r, c = (int(v) for v in maps[ACCUMULATOR][lane, slot])
-                writes = []
-                for pi, p in enumerate(self.lw):
-                    pairs = [(h & p.f16, v) for h, v in port_hits(p, ACCUMULATOR, r, c, 16)]
-                    pairs += [(h & ~p.f16, v) for h, v in port_hits(p, ACCUMULATOR, r, c, 32)]
-                    wdata = Signal(32, name=f"cw{pi}_l{lane}_s{slot}")
-                    for h, v in pairs:
-                        with m.If(h):
-                            m.d.comb += wdata.eq(v)
-                    writes.append((p.en & Cat(*(h for h, _ in pairs)).any(), p.frag, wdata))
-                in_block = (self.mw_i == r // 4) & (self.mw_j == c // 4)
-                for f in range(self._nc):
-                    reg = self.acc[f][lane][slot]
-                    with m.If(self.fill_en & self.fill_acc & (self.fill_frag == f)):
-                        m.d.sync += reg.eq(self.fill_value)
-                    for cond, frag, wdata in writes:
-                        with m.If(cond & (frag == f)):
-                            m.d.sync += reg.eq(wdata)
-                    with m.If(self.mw_en & (self.mw_frag == f) & in_block):
-                        m.d.sync += reg.eq(self.mw_data[4 * (r % 4) + c % 4])
-
-        # ---- mma_sync read: one core beat --------------------------------------------------
-        inv = {k: _inverse(v) for k, v in maps.items()}
-
-        def pick(bank, fsel, kind, coords_of):
-            """For each of 16 beat elements: mux over (frag, 16 block/slice combinations)."""
-            out = []
-            for e in range(16):
-                per_frag = []
-                for f in range(len(bank)):
-                    cands = []
-                    for sel in range(16):
-                        lane, slot = inv[kind][coords_of(sel, e)]
-                        cands.append(bank[f][lane][slot])
-                    per_frag.append(Array(cands))
-                out.append(per_frag)
-            return out
-
-        # A: block row i, slice s; element (r, k): row 4i+r, col 4s+k.  sel = 4i + s.
-        a_sel = Cat(self.mr_s, self.mr_i)
-        b_sel = Cat(self.mr_j, self.mr_s)      # sel = 4s + j
-        c_sel = Cat(self.mr_j, self.mr_i)      # sel = 4i + j
-        a_c = pick(self.matrix, self.mr_a, MATRIX_A, lambda sel, e: (4 * (sel // 4) + e // 4, 4 * (sel % 4) + e % 4))
-        b_c = pick(self.matrix, self.mr_b, MATRIX_B, lambda sel, e: (4 * (sel // 4) + e // 4, 4 * (sel % 4) + e % 4))
-        c_c = pick(self.acc, self.mr_c, ACCUMULATOR, lambda sel, e: (4 * (sel // 4) + e // 4, 4 * (sel % 4) + e % 4))
-        # Fragment ids are legal by the time they get here (the sequencer checks them), so only
-        # the bits that can tell the fragments apart index the arrays.
-        mbits, cbits = _index_bits(self._nm), _index_bits(self._nc)
-        for e in range(16):
-            m.d.comb += [
-                self.mr_beat_a[e].eq(_pick(a_c[e], a_sel, self.mr_a, mbits)),
-                self.mr_beat_b[e].eq(_pick(b_c[e], b_sel, self.mr_b, mbits)),
-                self.mr_beat_c[e].eq(_pick(c_c[e], c_sel, self.mr_c, cbits)),
-            ]
-
-        # ---- store_matrix_sync read: one memory word ---------------------------------------
-        # sel = (col, line, word): 16-bit elements use words 0..1, 32-bit words 0..3.
-        sr_sel = Cat(self.sr_word, self.sr_line, self.sr_col) if self._col else \
-            Cat(self.sr_word, self.sr_line)
-        for e in range(8):
-            per_frag16, per_frag32 = [], []
-            for f in range(self._nc):
-                c16, c32 = [], []
-                for col in layouts:
-                    for line in range(16):
-                        for word in range(4):
-                            pos16, pos32 = word * 8 + e, word * 4 + e
-                            if pos16 < 16:
-                                rc = (line, pos16) if not col else (pos16, line)
-                                lane, slot = inv[ACCUMULATOR][rc]
-                                c16.append(self.acc[f][lane][slot][:16])
-                            else:
-                                c16.append(C(0, 16))
-                            if e < 4:
-                                rc = (line, pos32) if not col else (pos32, line)
-                                lane, slot = inv[ACCUMULATOR][rc]
-                                c32.append(self.acc[f][lane][slot])
-                per_frag16.append(Array(c16)[sr_sel])
-                if e < 4:
-                    per_frag32.append(Array(c32)[sr_sel])
-            v16 = _by_frag(per_frag16, self.sr_frag, cbits)
-            with m.If(self.sr_f16):
-                m.d.comb += self.sr_data[16 * e:16 * e + 16].eq(v16)
-            if e < 4:
-                v32 = _by_frag(per_frag32, self.sr_frag, cbits)
-                with m.If(~self.sr_f16):
-                    m.d.comb += self.sr_data[32 * e:32 * e + 32].eq(v32)
+        modes = [(c, f) for c in ((0, 1) if self._col else (0,))
+                 for f in ((0, 1) if self._f16 else (0,))]
+        for kind, cols in self.columns.items():
+            for p, mem in enumerate(cols):
+                m.submodules[f"{_NAMES[kind]}_col{p}"] = mem
+            self._write_side(m, kind, cols, modes)
+        self._beat_reads(m)
+        self._store_read(m, modes)
         return m
+
+    def _addr(self, kind, frag, entry):
+        n = self._frags[kind]
+        if n == 1:
+            return entry
+        return Cat(entry, frag[:(n - 1).bit_length()])
+
+    def _write_side(self, m, kind, cols, modes):
+        eb = _elem_bits(kind)
+        name = _NAMES[kind]
+        wports = [mem.write_port(granularity=eb) for mem in cols]
+        fill = self.fill
+        # D write-back (accumulator): one entry, all columns.
+        if kind == ACCUMULATOR:
+            wr = self.mma_wr
+            entry = Cat(wr.j, wr.i)
+            for p, wp in enumerate(wports):
+                def wb(sk, p=p):
+                    lcol = p ^ sk
+                    out = []
+                    for half in (0, 1):
+                        r, c = fl.element_of(name, 0, lcol, half)     # in the block
+                        out.append(wp.data[eb * half:eb * (half + 1)].eq(wr.data[4 * r + c]))
+                    return out
+                with m.If(wr.en):
+                    m.d.comb += [wp.addr.eq(self._addr(kind, wr.frag, entry)), wp.en.eq(0b11)]
+                    # skew of block (i, j): from the low bits of i and j
+                    _lookup(m, [(wr.i, 2), (wr.j, 2)],
+                            lambda i, j: fl.skew(name, 4 * i + j), wb)
+        # Loads.
+        for port in reversed(self.load):      # port 0 last: it wins
+            with m.If(port.en & (port.kind == kind)):
+                for p, wp in enumerate(wports):
+                    def fn(col, f16, line, word, p=p):
+                        if kind != ACCUMULATOR:
+                            f16 = 0             # 16-bit elements whatever the flag says
+                        if (col, f16) not in modes:
+                            return None
+                        elems = _word_elements(kind, col, f16, line, word)
+                        if elems is None:
+                            return None
+                        out = [None, None]
+                        entry = None
+                        for rc, off, w in elems:
+                            e, pc, half = _place(kind, rc)
+                            if pc == p:
+                                out[half] = (off, w)
+                                entry = e
+                        return entry, tuple(out)
+                    key = [(port.col, 1), (port.f16, 1), (port.line, 4), (port.word, 2)]
+                    # Whole-signal assignments only: Icarus never evaluates a partial
+                    # "always @*" whose inputs do not change after time 0.
+                    entry = Signal(4, name=f"{name}_ld{p}_entry")
+                    _lookup(m, key, lambda *k, fn=fn: None if fn(*k) is None or fn(*k)[0] is None
+                            else fn(*k)[0], lambda e, entry=entry: entry.eq(e))
+                    m.d.comb += wp.addr.eq(self._addr(kind, port.frag, entry))
+                    for half in (0, 1):
+                        def src(*k, fn=fn, half=half):
+                            r = fn(*k)          # None: no such word; "off": not written
+                            return None if r is None else (r[1][half] or "off")
+                        _lookup(m, key, src,
+                                lambda s, wp=wp, half=half, port=port: [wp.en[half].eq(0)]
+                                if s == "off" else [
+                                    wp.data[eb * half:eb * (half + 1)].eq(port.data[s[0]:s[0] + s[1]]),
+                                    wp.en[half].eq(1)],
+                                default=[wp.en[half].eq(0)])
+        # Fill: one entry.
+        with m.If(fill.en & (fill.kind == kind)):
+            for wp in wports:
+                v = fill.value[:eb]
+                m.d.comb += [wp.addr.eq(self._addr(kind, fill.frag, fill.entry)),
+                             wp.data.eq(Cat(v, v)), wp.en.eq(0b11)]
+
+    def _beat_reads(self, m):
+        rd = self.mma_rd
+        for kind, beat, frag, entry in (
+                (MATRIX_A, rd.beat_a, rd.a, Cat(rd.s, rd.i)),
+                (MATRIX_B, rd.beat_b, rd.b, Cat(rd.j, rd.s)),
+                (ACCUMULATOR, rd.beat_c, rd.c, Cat(rd.j, rd.i))):
+            name = _NAMES[kind]
+            eb = _elem_bits(kind)
+            ports = [mem.read_port(transparent_for=()) for mem in self.columns[kind]]
+            for rp in ports:
+                m.d.comb += [rp.addr.eq(self._addr(kind, frag, entry)), rp.en.eq(rd.en)]
+            # The entry whose data the ports hold, for the skew.
+            held = Signal(4, name=f"{name}_held")
+            with m.If(rd.en):
+                m.d.sync += held.eq(entry)
+
+            def unskew(sk, name=name, ports=ports, beat=beat, eb=eb):
+                out = []
+                for e in range(16):
+                    r, c = divmod(e, 4)
+                    # beat element e is element (r, c) of the block; for B, (k, col) = (r, c)
+                    _, lcol, half = fl.block_place(name, r, c)
+                    p = lcol ^ sk
+                    out.append(beat[e].eq(ports[p].data[eb * half:eb * (half + 1)]))
+                return out
+            _lookup(m, [(held, 4)], lambda e, name=name: fl.skew(name, e), unskew)
+
+    def _store_read(self, m, modes):
+        st = self.store
+        kind, name = ACCUMULATOR, "accumulator"
+        ports = [mem.read_port(transparent_for=()) for mem in self.columns[kind]]
+        key = [(st.col, 1), (st.f16, 1), (st.line, 4), (st.word, 2)]
+
+        def entry_of(p):
+            def fn(col, f16, line, word):
+                if (col, f16) not in modes:
+                    return None
+                elems = _word_elements(kind, col, f16, line, word)
+                for rc, _, _ in elems or ():
+                    e, pc, _ = _place(kind, rc)
+                    if pc == p:
+                        return e
+                return None
+            return fn
+
+        for p, rp in enumerate(ports):
+            entry = Signal(4, name=f"st_col{p}_entry")
+            _lookup(m, key, entry_of(p), lambda e, entry=entry: entry.eq(e))
+            m.d.comb += [rp.en.eq(st.en), rp.addr.eq(self._addr(kind, st.frag, entry))]
+        # The word assembled from the held column data: 16-bit chunks.
+        held = [Signal.like(v, name=f"st_held_{n}") for v, n in
+                ((st.col, "col"), (st.f16, "f16"), (st.line, "line"), (st.word, "word"))]
+        with m.If(st.en):
+            m.d.sync += [h.eq(v) for h, (v, _) in zip(held, key)]
+        hkey = [(h, w) for h, (_, w) in zip(held, key)]
+        for chunk in range(WORD_BITS // 16):
+            def src(col, f16, line, word, chunk=chunk):
+                if (col, f16) not in modes:
+                    return None
+                elems = _word_elements(kind, col, f16, line, word)
+                if elems is None:
+                    return None
+                for rc, off, w in elems:
+                    if off <= 16 * chunk < off + w:
+                        _, pc, half = _place(kind, rc)
+                        return pc, 32 * half + (16 * chunk - off)
+                return None
+            _lookup(m, hkey, src,
+                    lambda s, chunk=chunk: st.data[16 * chunk:16 * chunk + 16].eq(
+                        ports[s[0]].data[s[1]:s[1] + 16]))

@@ -4,15 +4,17 @@ Golden twin: :func:`golden.gemm.matmul_t`.
 """
 
 from amaranth import *
-from amaranth.lib import data, memory, wiring
+from amaranth.lib import data, fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank
+from .feeder import BeatFeeder, DrainD
+from .fragments import MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, LoadSignature, StoreSignature
 from .mma4 import MMA4
 
-__all__ = ["GemmConfig", "MatmulTWarp", "GemmTop"]
+__all__ = ["GemmConfig", "MatmulTWarp", "GemmTop", "ADDR_BITS", "TILE_BITS"]
 
-ADDR_BITS = 20
+ADDR_BITS = 24          # word addresses: up to 256 MiB of memory
+TILE_BITS = 12          # M, N, K up to 65520 (4095 tiles or steps of 16)
 
 
 class GemmConfig(data.Struct):
@@ -23,9 +25,9 @@ class GemmConfig(data.Struct):
     FP16 (``acc_f16``).  D = A·B, as matmulT computes it (``fill_fragment(c, 0)``).
     """
 
-    tiles_m: 8        # M / 16
-    tiles_n: 8        # N / 16
-    steps: 8          # K / 16
+    tiles_m: TILE_BITS        # M / 16
+    tiles_n: TILE_BITS        # N / 16
+    steps: TILE_BITS          # K / 16
     a_base: ADDR_BITS
     b_base: ADDR_BITS
     d_base: ADDR_BITS
@@ -34,24 +36,158 @@ class GemmConfig(data.Struct):
 
 
 class TileGrant(data.Struct):
-    ti: 8
-    tj: 8
+    ti: TILE_BITS
+    tj: TILE_BITS
+
+
+class StepInfo(data.Struct):
+    """A loaded K step: the tile it belongs to, and whether it is the tile's first / last."""
+    first: 1
+    last: 1
+    ti: TILE_BITS
+    tj: TILE_BITS
+
+
+class InFlight(data.Struct):
+    """A step in the core (the write-back queue) or a finished tile (the store queue)."""
+    acc: 1
+    last: 1
+    ti: TILE_BITS
+    tj: TILE_BITS
+
+
+class TileLoader(wiring.Component):
+    """Asks for tiles and loads each K step's A and B tiles at once (two memory read ports, two
+    register-file load ports, 32 clocks) into pair ``pair`` (0, 1, 0, ...) once that pair is
+    free; ``loaded`` pulses with the step's :class:`StepInfo` when the pair is full."""
+
+    def __init__(self):
+        super().__init__({
+            "cfg": In(GemmConfig), "run": In(1),
+            "tile_req": Out(1), "tile_ack": In(1), "tile": In(TileGrant), "tile_none": In(1),
+            "a_addr": Out(ADDR_BITS), "a_data": In(WORD_BITS),
+            "b_addr": Out(ADDR_BITS), "b_data": In(WORD_BITS),
+            "load": Out(LoadSignature()).array(2),
+            "pair_full": In(2),
+            "loaded": Out(1), "pair": Out(1), "info": Out(StepInfo), "idle": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        have = Signal()                          # a tile is being loaded
+        lti, ltj, lstep = Signal(TILE_BITS), Signal(TILE_BITS), Signal(TILE_BITS)
+        lp = self.pair
+        loading = Signal()
+        line, word = Signal(4), Signal()
+        a_row, b_row = Signal(ADDR_BITS), Signal(ADDR_BITS)     # word address of the current line
+        pend, pend_line, pend_word, pend_last = Signal(), Signal(4), Signal(), Signal()
+
+        m.d.comb += self.tile_req.eq(self.run & ~have & ~self.tile_none)
+        with m.If(self.tile_req & self.tile_ack):
+            m.d.sync += [have.eq(1), lti.eq(self.tile.ti), ltj.eq(self.tile.tj), lstep.eq(0)]
+        a_stride = cfg.steps.shift_left(1)        # words per row of A: K / 8
+        b_stride = cfg.tiles_n.shift_left(1)      # words per row of B: N / 8
+        with m.If(have & ~loading & ~pend & ~self.pair_full.bit_select(lp, 1)):
+            # A tile rows 16*ti.., columns 16*step..; B tile rows 16*step.., columns 16*tj..
+            m.d.sync += [loading.eq(1), line.eq(0), word.eq(0),
+                         a_row.eq(cfg.a_base + (lti.shift_left(4) * a_stride)[:ADDR_BITS] + lstep.shift_left(1)),
+                         b_row.eq(cfg.b_base + (lstep.shift_left(4) * b_stride)[:ADDR_BITS] + ltj.shift_left(1))]
+        last_word = (line == 15) & (word == 1)
+        m.d.comb += [self.a_addr.eq(a_row + word), self.b_addr.eq(b_row + word)]
+        m.d.sync += pend.eq(0)
+        with m.If(loading):
+            m.d.sync += [pend.eq(1), pend_line.eq(line), pend_word.eq(word), pend_last.eq(last_word),
+                         word.eq(~word)]
+            with m.If(word):
+                m.d.sync += [line.eq(line + 1), a_row.eq(a_row + a_stride), b_row.eq(b_row + b_stride)]
+            with m.If(last_word):
+                m.d.sync += loading.eq(0)
+        for port, kind, dat in ((self.load[0], MATRIX_A, self.a_data),
+                                (self.load[1], MATRIX_B, self.b_data)):
+            m.d.comb += [port.en.eq(pend), port.kind.eq(kind), port.col.eq(0), port.f16.eq(0),
+                         port.frag.eq(lp), port.line.eq(pend_line), port.word.eq(pend_word),
+                         port.data.eq(dat)]
+        last_step = lstep == cfg.steps - 1
+        m.d.comb += [self.info.first.eq(lstep == 0), self.info.last.eq(last_step),
+                     self.info.ti.eq(lti), self.info.tj.eq(ltj),
+                     self.loaded.eq(pend & pend_last),
+                     self.idle.eq(~have & ~loading & ~pend)]
+        with m.If(pend & pend_last):
+            m.d.sync += [lp.eq(~lp), lstep.eq(lstep + 1)]
+            with m.If(last_step):
+                m.d.sync += have.eq(0)
+        return m
+
+
+class TileStorer(wiring.Component):
+    """Stores finished tiles (``job``: accumulator and tile) to D, one word per clock with the
+    memory's ``d_ready``; the register file's read is one clock ahead of the write.  ``freed``
+    pulses (with ``acc``) when a tile's last word is written."""
+
+    def __init__(self):
+        super().__init__({
+            "cfg": In(GemmConfig),
+            "job_valid": In(1), "job": In(InFlight), "job_ready": Out(1),
+            "store": Out(StoreSignature()),
+            "d_addr": Out(ADDR_BITS), "d_data": Out(WORD_BITS), "d_en": Out(1), "d_ready": In(1),
+            "freed": Out(1), "acc": Out(1), "busy": Out(1),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        cfg = self.cfg
+        active = Signal()                     # words left to read
+        line, word = Signal(4), Signal(2)
+        row = Signal(ADDR_BITS)
+        vld, vaddr, vlast = Signal(), Signal(ADDR_BITS), Signal()     # the word the port holds
+        wpl = Mux(cfg.acc_f16, 2, 4)            # D words per tile row
+        d_stride = Mux(cfg.acc_f16, cfg.tiles_n.shift_left(1), cfg.tiles_n.shift_left(2))
+        last = (line == 15) & (word == wpl - 1)
+        m.d.comb += self.job_ready.eq(~active & ~vld)
+        with m.If(self.job_valid & self.job_ready):
+            m.d.sync += [active.eq(1), self.acc.eq(self.job.acc), line.eq(0), word.eq(0),
+                         row.eq(cfg.d_base + (self.job.ti.shift_left(4) * d_stride)[:ADDR_BITS] +
+                                Mux(cfg.acc_f16, self.job.tj.shift_left(1), self.job.tj.shift_left(2)))]
+        written = vld & self.d_ready
+        read = active & (~vld | written)
+        m.d.comb += [self.store.en.eq(read), self.store.frag.eq(self.acc), self.store.col.eq(0),
+                     self.store.f16.eq(cfg.acc_f16), self.store.line.eq(line),
+                     self.store.word.eq(word),
+                     self.d_en.eq(vld), self.d_addr.eq(vaddr), self.d_data.eq(self.store.data),
+                     self.busy.eq(active | vld)]
+        with m.If(read):
+            m.d.sync += [vld.eq(1), vaddr.eq(row + word), vlast.eq(last)]
+            with m.If(word == wpl - 1):
+                m.d.sync += [word.eq(0), line.eq(line + 1), row.eq(row + d_stride)]
+            with m.Else():
+                m.d.sync += word.eq(word + 1)
+            with m.If(last):
+                m.d.sync += active.eq(0)
+        with m.Elif(written):
+            m.d.sync += vld.eq(0)
+        m.d.comb += self.freed.eq(written & vlast)
+        return m
 
 
 class MatmulTWarp(wiring.Component):
     """One warp running matmulT: for each 16x16 tile of D it is given, for each 16-wide step of
     K: load the A and B tiles, mma_sync into the tile's accumulator; then store the tile.
 
-    Three engines overlap, so that the core takes a beat every clock:
+    Small engines overlap, so that the core takes a beat every clock:
 
-    * the *loader* reads the A and B tiles of the next step at once (two memory read ports, two
-      bank load ports, 32 clocks) into one of two fragment pairs (double buffering);
-    * the *feeder* sends a loaded pair's 64 beats to the core, one per clock, with C = 0 on a
-      tile's first step (matmulT's ``fill_fragment(c, 0)``) and the accumulator after that;
-    * the *storer* writes a finished accumulator to D (one word per clock) while the next tile
-      runs in the other accumulator.
+    * the :class:`TileLoader` reads the A and B tiles of the next step at once into one of two
+      fragment pairs of the register file (double buffering);
+    * the :class:`rtl.feeder.BeatFeeder` sends a loaded pair's 64 beats to the core, one per
+      clock, with C = 0 on a tile's first step (matmulT's ``fill_fragment(c, 0)``) and the
+      accumulator after that; back-to-back steps leave no gap;
+    * the :class:`rtl.feeder.DrainD` writes D blocks into the accumulator named by the head of
+      the write-back queue (a ``SyncFIFOBuffered`` of the steps in the core);
+    * the :class:`TileStorer` writes finished accumulators (the store queue) to D while the next
+      tile runs in the other accumulator.
 
     A step therefore occupies the core for 64 clocks; with K >= 32 nothing waits in steady state.
+    ``run`` low holds every engine in reset (a cleared warp starts from nothing).
     """
 
     def __init__(self, *, stages: int = 2):
@@ -67,193 +203,95 @@ class MatmulTWarp(wiring.Component):
             "beats": Out(1),                    # one clock per beat accepted by the core
             "idle": Out(1),
         })
-        self.bank = FragmentBank(matrix_frags=4, acc_frags=2, load_ports=2, col_major=False)
+        self.bank = FragmentBank(a_frags=2, b_frags=2, acc_frags=2, load_ports=2,
+                                 col_major=False)
         self.core = MMA4(stages=stages)
 
     def elaborate(self, platform):
         m = Module()
         m.submodules.bank = bank = self.bank
         m.submodules.core = core = self.core
+        m.submodules.loader = loader = TileLoader()
+        m.submodules.feeder = feeder = BeatFeeder()
+        m.submodules.drain = drain = DrainD()
+        m.submodules.storer = storer = TileStorer()
+        qbits = Shape.cast(InFlight).width
+        m.submodules.wbq = wbq = fifo.SyncFIFOBuffered(width=qbits, depth=2)
+        m.submodules.stq = stq = fifo.SyncFIFOBuffered(width=qbits, depth=2)
         cfg = self.cfg
 
+        for i in range(2):
+            wiring.connect(m, loader.load[i], bank.load[i])
+        wiring.connect(m, feeder.rd, bank.mma_rd)
+        wiring.connect(m, feeder.beat, core.i)
+        wiring.connect(m, core.o, drain.d)
+        wiring.connect(m, drain.wr, bank.mma_wr)
+        wiring.connect(m, storer.store, bank.store)
+        m.d.comb += [
+            loader.cfg.eq(cfg), loader.run.eq(self.run), self.tile_req.eq(loader.tile_req),
+            loader.tile_ack.eq(self.tile_ack), loader.tile.eq(self.tile),
+            loader.tile_none.eq(self.tile_none),
+            self.a_addr.eq(loader.a_addr), loader.a_data.eq(self.a_data),
+            self.b_addr.eq(loader.b_addr), loader.b_data.eq(self.b_data),
+            storer.cfg.eq(cfg), self.d_addr.eq(storer.d_addr), self.d_data.eq(storer.d_data),
+            self.d_en.eq(storer.d_en), storer.d_ready.eq(self.d_ready),
+            self.stored.eq(storer.freed), self.beats.eq(feeder.accepted),
+        ]
+
+        # ---- loaded pairs ----------------------------------------------------------------
         pair_full = Signal(2)
-        pair_first = Signal(2)                  # the pair holds a tile's first step
-        pair_last = Signal(2)                   # ... its last step
-        pair_ti = [Signal(8, name=f"pair{p}_ti") for p in range(2)]
-        pair_tj = [Signal(8, name=f"pair{p}_tj") for p in range(2)]
-        acc_busy = Signal(2)                    # an accumulator holds a tile not yet stored
-
-        # ---- loader ----------------------------------------------------------------------
-        have = Signal()                          # a tile is being loaded
-        lti, ltj, lstep = Signal(8), Signal(8), Signal(8)
-        lp = Signal()                            # pair being filled
-        loading = Signal()
-        line, word = Signal(4), Signal()
-        a_row, b_row = Signal(ADDR_BITS), Signal(ADDR_BITS)     # word address of the current line
-        pend, pend_line, pend_word, pend_last = Signal(), Signal(4), Signal(), Signal()
-
-        m.d.comb += self.tile_req.eq(self.run & ~have & ~self.tile_none)
-        with m.If(self.tile_req & self.tile_ack):
-            m.d.sync += [have.eq(1), lti.eq(self.tile.ti), ltj.eq(self.tile.tj), lstep.eq(0)]
-        a_stride = cfg.steps.shift_left(1)        # words per row of A: K / 8
-        b_stride = cfg.tiles_n.shift_left(1)      # words per row of B: N / 8
-        with m.If(have & ~loading & ~pend & ~Mux(lp, pair_full[1], pair_full[0])):
-            # A tile rows 16*ti.., columns 16*step..; B tile rows 16*step.., columns 16*tj..
-            m.d.sync += [loading.eq(1), line.eq(0), word.eq(0),
-                         a_row.eq(cfg.a_base + (lti.shift_left(4) * a_stride)[:ADDR_BITS] + lstep.shift_left(1)),
-                         b_row.eq(cfg.b_base + (lstep.shift_left(4) * b_stride)[:ADDR_BITS] + ltj.shift_left(1))]
-        last_word = (line == 15) & (word == 1)
-        m.d.comb += [self.a_addr.eq(a_row + word), self.b_addr.eq(b_row + word)]
-        m.d.sync += pend.eq(0)
-        with m.If(loading):
-            m.d.sync += [pend.eq(1), pend_line.eq(line), pend_word.eq(word), pend_last.eq(last_word),
-                         word.eq(~word)]
-            with m.If(word):
-                m.d.sync += [line.eq(line + 1), a_row.eq(a_row + a_stride), b_row.eq(b_row + b_stride)]
-            with m.If(last_word):
-                m.d.sync += loading.eq(0)
-        for port, kind, frag, dat in ((bank.lw[0], MATRIX_A, 2 * lp, self.a_data),
-                                      (bank.lw[1], MATRIX_B, 2 * lp + 1, self.b_data)):
-            m.d.comb += [port.en.eq(pend), port.kind.eq(kind), port.col.eq(0), port.f16.eq(0),
-                         port.frag.eq(frag), port.line.eq(pend_line), port.word.eq(pend_word),
-                         port.data.eq(dat)]
-        with m.If(pend & pend_last):
-            last_step = lstep == cfg.steps - 1
+        pair_info = [Signal(StepInfo, name=f"pair{p}") for p in range(2)]
+        m.d.comb += loader.pair_full.eq(pair_full)
+        set_full, clr_full = Signal(2), Signal(2)
+        with m.If(loader.loaded):
             for p in range(2):
-                with m.If(lp == p):
-                    m.d.sync += [pair_full[p].eq(1), pair_first[p].eq(lstep == 0),
-                                 pair_last[p].eq(last_step), pair_ti[p].eq(lti), pair_tj[p].eq(ltj)]
-            m.d.sync += [lp.eq(~lp), lstep.eq(lstep + 1)]
-            with m.If(last_step):
-                m.d.sync += have.eq(0)
+                with m.If(loader.pair == p):
+                    m.d.comb += set_full[p].eq(1)
+                    m.d.sync += pair_info[p].eq(loader.info)
 
-        # ---- feeder ----------------------------------------------------------------------
-        fp = Signal()                            # pair being fed
-        feeding = Signal()
+        # ---- feeding: a full pair and (on a tile's first step) a free accumulator ---------
+        fp = Signal()                            # pair to feed next
         cur_acc = Signal(init=1)                 # accumulator of the tile being fed
-        bi, bj, bs = Signal(2), Signal(2), Signal(2)
-        f_first = Signal()
-        fp_full = Mux(fp, pair_full[1], pair_full[0])
-        fp_first = Mux(fp, pair_first[1], pair_first[0])
-        next_acc = Mux(fp_first, ~cur_acc, cur_acc)
-        acc_free = ~Mux(next_acc, acc_busy[1], acc_busy[0]) | ~fp_first
-        # The step's outputs start leaving the core a few clocks after its first beat, so the
+        acc_busy = Signal(2)                     # an accumulator holds a tile not yet stored
+        info = Mux(fp, pair_info[1].as_value(), pair_info[0].as_value())
+        info = StepInfo(info)
+        next_acc = Mux(info.first, ~cur_acc, cur_acc)
+        acc_free = ~acc_busy.bit_select(next_acc, 1) | ~info.first
+        feeding_pair = Signal()                  # the pair the feeder reads
+        go = feeder.ready & pair_full.bit_select(fp, 1) & acc_free & wbq.w_rdy
+        m.d.comb += [feeder.start.eq(go), feeder.a.eq(fp), feeder.b.eq(fp), feeder.c.eq(next_acc),
+                     feeder.bf16.eq(cfg.bf16), feeder.acc_f16.eq(cfg.acc_f16),
+                     feeder.zero_c.eq(info.first)]
+        # The step's outputs leave the core a few clocks after its first beat, so the
         # write-back learns its destination when the step starts.
-        wb_push = Signal()
-        wb_acc, wb_last = Signal(), Signal()
-        wb_ti, wb_tj = Signal(8), Signal(8)
-        m.d.comb += [wb_acc.eq(next_acc), wb_last.eq(Mux(fp, pair_last[1], pair_last[0])),
-                     wb_ti.eq(Mux(fp, pair_ti[1], pair_ti[0])), wb_tj.eq(Mux(fp, pair_tj[1], pair_tj[0]))]
-        with m.If(~feeding & fp_full & acc_free):
-            m.d.comb += wb_push.eq(1)
-            m.d.sync += [feeding.eq(1), bi.eq(0), bj.eq(0), bs.eq(0), cur_acc.eq(next_acc),
-                         f_first.eq(fp_first)]
-            with m.If(fp_first):
-                for a in range(2):
-                    with m.If(next_acc == a):
-                        m.d.sync += acc_busy[a].eq(1)
-        m.d.comb += [bank.mr_a.eq(2 * fp), bank.mr_b.eq(2 * fp + 1), bank.mr_c.eq(cur_acc),
-                     bank.mr_i.eq(bi), bank.mr_j.eq(bj), bank.mr_s.eq(bs)]
-        m.d.comb += [core.i.valid.eq(feeding),
-                     core.i.payload.a.eq(bank.mr_beat_a), core.i.payload.b.eq(bank.mr_beat_b),
-                     core.i.payload.c.eq(Mux(f_first, 0, bank.mr_beat_c.as_value())),
-                     core.i.payload.last.eq(bs == 3),
-                     core.i.payload.bf16.eq(cfg.bf16), core.i.payload.acc_f16.eq(cfg.acc_f16)]
-        m.d.comb += self.beats.eq(core.i.valid & core.i.ready)
-        with m.If(core.i.valid & core.i.ready):
-            m.d.sync += bs.eq(bs + 1)
-            with m.If(bs == 3):
-                m.d.sync += bj.eq(bj + 1)
-                with m.If(bj == 3):
-                    m.d.sync += bi.eq(bi + 1)
-                    with m.If(bi == 3):
-                        m.d.sync += feeding.eq(0)
-                        for p in range(2):
-                            with m.If(fp == p):
-                                m.d.sync += pair_full[p].eq(0)
-                        m.d.sync += fp.eq(~fp)
+        wb_in = InFlight(wbq.w_data)
+        m.d.comb += [wbq.w_en.eq(go), wb_in.acc.eq(next_acc), wb_in.last.eq(info.last),
+                     wb_in.ti.eq(info.ti), wb_in.tj.eq(info.tj)]
+        set_busy, clr_busy = Signal(2), Signal(2)
+        with m.If(go):
+            m.d.sync += [cur_acc.eq(next_acc), fp.eq(~fp), feeding_pair.eq(fp)]
+            with m.If(info.first):
+                m.d.comb += set_busy.bit_select(next_acc, 1).eq(1)
+        # A pair is free once its last beat has been read (the beat register holds it then).
+        with m.If(feeder.last):
+            m.d.comb += clr_full.bit_select(feeding_pair, 1).eq(1)
 
-        # ---- write-back: D blocks into the accumulator, in order -------------------------
-        # A two-entry queue of the steps whose outputs are still coming out of the core.
-        q_acc, q_last = Signal(2), Signal(2)
-        q_ti = [Signal(8, name=f"q{e}_ti") for e in range(2)]
-        q_tj = [Signal(8, name=f"q{e}_tj") for e in range(2)]
-        q_n = Signal(2)
-        oi, oj = Signal(2), Signal(2)
-        h_acc, h_last, h_ti, h_tj = q_acc[0], q_last[0], q_ti[0], q_tj[0]
-        pop = Signal()
-        m.d.comb += [core.o.ready.eq(1), bank.mw_en.eq(core.o.valid), bank.mw_frag.eq(h_acc),
-                     bank.mw_i.eq(oi), bank.mw_j.eq(oj), bank.mw_data.eq(core.o.payload)]
-        with m.If(core.o.valid):
-            m.d.sync += oj.eq(oj + 1)
-            with m.If(oj == 3):
-                m.d.sync += oi.eq(oi + 1)
-                with m.If(oi == 3):
-                    m.d.comb += pop.eq(1)
-        # queue update: entry 0 is the head
-        n_after_pop = Mux(pop, q_n - 1, q_n)
-        with m.If(pop):
-            m.d.sync += [q_acc[0].eq(q_acc[1]), q_last[0].eq(q_last[1]),
-                         q_ti[0].eq(q_ti[1]), q_tj[0].eq(q_tj[1])]
-        with m.If(wb_push):
-            with m.If(n_after_pop == 0):
-                m.d.sync += [q_acc[0].eq(wb_acc), q_last[0].eq(wb_last), q_ti[0].eq(wb_ti), q_tj[0].eq(wb_tj)]
-            with m.Else():
-                m.d.sync += [q_acc[1].eq(wb_acc), q_last[1].eq(wb_last), q_ti[1].eq(wb_ti), q_tj[1].eq(wb_tj)]
-        m.d.sync += q_n.eq(n_after_pop + wb_push)
+        # ---- write-back: D blocks into the head step's accumulator ------------------------
+        head = InFlight(wbq.r_data)
+        m.d.comb += [drain.frag.eq(head.acc), wbq.r_en.eq(drain.done)]
+        st_in = InFlight(stq.w_data)
+        m.d.comb += [stq.w_en.eq(drain.done & head.last), st_in.eq(head),
+                     storer.job_valid.eq(stq.r_rdy), storer.job.eq(stq.r_data),
+                     stq.r_en.eq(storer.job_ready)]
+        with m.If(storer.freed):
+            m.d.comb += clr_busy.bit_select(storer.acc, 1).eq(1)
+        m.d.sync += [pair_full.eq((pair_full | set_full) & ~clr_full),
+                     acc_busy.eq((acc_busy | set_busy) & ~clr_busy)]
 
-        # ---- storer ----------------------------------------------------------------------
-        # Finished tiles wait in a two-entry queue (one per accumulator).
-        s_n = Signal(2)
-        s_acc, s_ti, s_tj = Signal(2), [Signal(8, name=f"s{e}_ti") for e in range(2)], \
-            [Signal(8, name=f"s{e}_tj") for e in range(2)]
-        storing = Signal()
-        st_acc = Signal()
-        st_line, st_word = Signal(4), Signal(2)
-        st_row = Signal(ADDR_BITS)
-        done_push = pop & h_last
-        wpl = Mux(cfg.acc_f16, 2, 4)            # D words per tile row
-        d_stride = Mux(cfg.acc_f16, cfg.tiles_n.shift_left(1), cfg.tiles_n.shift_left(2))
-        st_last = (st_line == 15) & (st_word == wpl - 1)
-        start_store = ~storing & (s_n != 0)
-        with m.If(start_store):
-            m.d.sync += [storing.eq(1), st_acc.eq(s_acc[0]), st_line.eq(0), st_word.eq(0),
-                         st_row.eq(cfg.d_base + (s_ti[0].shift_left(4) * d_stride)[:ADDR_BITS] +
-                                   Mux(cfg.acc_f16, s_tj[0].shift_left(1), s_tj[0].shift_left(2)))]
-        s_pop = start_store
-        with m.If(s_pop):
-            m.d.sync += [s_acc[0].eq(s_acc[1]), s_ti[0].eq(s_ti[1]), s_tj[0].eq(s_tj[1])]
-        s_after = Mux(s_pop, s_n - 1, s_n)
-        with m.If(done_push):
-            with m.If(s_after == 0):
-                m.d.sync += [s_acc[0].eq(h_acc), s_ti[0].eq(h_ti), s_tj[0].eq(h_tj)]
-            with m.Else():
-                m.d.sync += [s_acc[1].eq(h_acc), s_ti[1].eq(h_ti), s_tj[1].eq(h_tj)]
-        m.d.sync += s_n.eq(s_after + done_push)
-        m.d.comb += [bank.sr_frag.eq(st_acc), bank.sr_col.eq(0), bank.sr_f16.eq(cfg.acc_f16),
-                     bank.sr_line.eq(st_line), bank.sr_word.eq(st_word)]
-        with m.If(storing):
-            m.d.comb += [self.d_en.eq(1), self.d_addr.eq(st_row + st_word), self.d_data.eq(bank.sr_data)]
-        with m.If(storing & self.d_ready):
-            with m.If(st_word == wpl - 1):
-                m.d.sync += [st_word.eq(0), st_line.eq(st_line + 1), st_row.eq(st_row + d_stride)]
-            with m.Else():
-                m.d.sync += st_word.eq(st_word + 1)
-            with m.If(st_last):
-                m.d.comb += self.stored.eq(1)
-                m.d.sync += storing.eq(0)
-                for a in range(2):
-                    with m.If(st_acc == a):
-                        m.d.sync += acc_busy[a].eq(0)
-
-        m.d.comb += self.idle.eq(~have & ~loading & ~pend & (pair_full == 0) & ~feeding &
-                                 (q_n == 0) & (s_n == 0) & ~storing)
+        m.d.comb += self.idle.eq(loader.idle & (pair_full == 0) & ~feeder.busy & ~wbq.r_rdy &
+                                 ~stq.r_rdy & ~storer.busy)
         # A cleared warp starts from nothing.
-        with m.If(~self.run):
-            m.d.sync += [have.eq(0), loading.eq(0), pend.eq(0), pair_full.eq(0), feeding.eq(0),
-                         q_n.eq(0), s_n.eq(0), storing.eq(0), acc_busy.eq(0), oi.eq(0), oj.eq(0),
-                         lp.eq(0), fp.eq(0), cur_acc.eq(1)]
-        return m
+        return ResetInserter({"sync": ~self.run})(m)
 
 
 class GemmTop(wiring.Component):
@@ -287,7 +325,7 @@ class GemmTop(wiring.Component):
         abits = (mem_words - 1).bit_length()
         super().__init__({
             "cfg": In(GemmConfig), "start": In(1),
-            "busy": Out(1), "done": Out(1), "cycles": Out(32), "beats": Out(32), "tiles_done": Out(16),
+            "busy": Out(1), "done": Out(1), "cycles": Out(32), "beats": Out(32), "tiles_done": Out(2 * TILE_BITS),
             "host_addr": In(abits), "host_wdata": In(WORD_BITS), "host_we": In(1),
             "host_rdata": Out(WORD_BITS),
         })
@@ -318,10 +356,10 @@ class GemmTop(wiring.Component):
         writer_busy = io.host_we
         cfg = Signal(GemmConfig)
         run = Signal()
-        total = Signal(16)
+        total = Signal(2 * TILE_BITS)
         m.d.comb += total.eq(cfg.tiles_m * cfg.tiles_n)
-        next_ti, next_tj = Signal(8), Signal(8)
-        issued = Signal(16)
+        next_ti, next_tj = Signal(TILE_BITS), Signal(TILE_BITS)
+        issued = Signal(2 * TILE_BITS)
         stored_now = Signal(range(self._cores + 1))
         beats_now = Signal(range(self._cores + 1))
         with m.If(io.start & ~run):

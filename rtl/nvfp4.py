@@ -18,7 +18,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .fragments import WORD_BITS
-from .gemm import ADDR_BITS, GemmConfig, GemmTop
+from .gemm import ADDR_BITS, TILE_BITS, GemmConfig, GemmTop
 
 __all__ = ["Fp4Decoder", "Fp32Mul", "Fp32Scale", "Fp4Config", "Fp4GemmTop"]
 
@@ -243,7 +243,7 @@ class Fp4GemmTop(wiring.Component):
         super().__init__({
             "cfg": In(GemmConfig), "fcfg": In(Fp4Config), "start": In(1),
             "busy": Out(1), "done": Out(1), "cycles": Out(32), "gemm_cycles": Out(32),
-            "beats": Out(32), "tiles_done": Out(16),
+            "beats": Out(32), "tiles_done": Out(2 * TILE_BITS),
             "host_addr": In(abits), "host_wdata": In(WORD_BITS), "host_we": In(1),
             "host_rdata": Out(WORD_BITS),
         })
@@ -256,7 +256,7 @@ class Fp4GemmTop(wiring.Component):
         g = self.gemm
         gemm = SimpleNamespace(
             cfg=Signal(GemmConfig), start=Signal(), busy=Signal(), done=Signal(),
-            cycles=Signal(32), beats=Signal(32), tiles_done=Signal(16),
+            cycles=Signal(32), beats=Signal(32), tiles_done=Signal(2 * TILE_BITS),
             host_addr=Signal.like(self.host_addr), host_wdata=Signal(WORD_BITS), host_we=Signal(),
             host_rdata=Signal(WORD_BITS))
         g.build_into(m, gemm)
@@ -280,14 +280,14 @@ class Fp4GemmTop(wiring.Component):
         # and word column j (N/8 words per row), with srow = (k >> block_shift) * N.
         region = Signal()
         w = Signal(ADDR_BITS)
-        k, j = Signal(16), Signal(12)
+        k, j = Signal(TILE_BITS + 4), Signal(TILE_BITS + 1)
         srow = Signal(ADDR_BITS)
         code_word = Signal(WORD_BITS)
         a_words = Signal(ADDR_BITS)
         b_words = Signal(ADDR_BITS)
         d_words = Signal(ADDR_BITS)
-        n_words = Signal(12)               # words per row of B: N / 8
-        n = Signal(13)
+        n_words = Signal(TILE_BITS + 1)    # words per row of B: N / 8
+        n = Signal(TILE_BITS + 4)
         m.d.comb += [a_words.eq(cfg.tiles_m * cfg.steps * 32), b_words.eq(cfg.steps * cfg.tiles_n * 32),
                      d_words.eq(cfg.tiles_m * cfg.tiles_n * 64), n_words.eq(cfg.tiles_n * 2),
                      n.eq(cfg.tiles_n * 16)]

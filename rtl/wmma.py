@@ -4,17 +4,22 @@ Golden twin: :mod:`golden.wmma`.
 """
 
 from amaranth import *
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank
+from .feeder import BeatFeeder, DrainD
+from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, Kind
 from .mma4 import MMA4
 
-__all__ = ["Op", "WmmaCmd", "WmmaResp", "WmmaSequencer", "WarpTop", "WORD_BITS"]
+__all__ = ["Op", "Kind", "WmmaCmd", "WmmaResp", "WmmaSequencer", "WarpTop", "WORD_BITS"]
 
 
-class Op:
-    FILL, LOAD, MMA, STORE = 0, 1, 2, 3
+class Op(enum.Enum, shape=2):
+    """WMMA operations (the command's ``op`` codes)."""
+    FILL = 0
+    LOAD = 1
+    MMA = 2
+    STORE = 3
 
 
 class WmmaCmd(data.Struct):
@@ -47,8 +52,8 @@ class WmmaCmd(data.Struct):
         Echoed in the response.
     """
 
-    op: 2
-    kind: 2
+    op: Op
+    kind: Kind
     col_major: 1
     bf16: 1
     acc_f16: 1
@@ -68,20 +73,23 @@ class WmmaResp(data.Struct):
     case no memory and no fragment was written."""
 
     tag: 8
-    op: 2
+    op: Op
     error: 1
 
 
 class WmmaSequencer(wiring.Component):
     """Executes WMMA commands in order on two units that run concurrently.
 
-    The *memory unit* runs fill (1 clock), load_matrix_sync (one 128-bit word per clock: 32
-    clocks for a 16-bit fragment, 64 for FP32) and store_matrix_sync (likewise).  The *MMA
-    unit* runs mma_sync: 64 beats of the 4x4x4 core, one per clock, D written back as each 4x4
-    block leaves the core: occupancy 64 clocks plus the core's latency.  A command issues as
-    soon as its unit is free and it does not touch a fragment the other unit is using, so the
-    next loads overlap an mma_sync (double-buffered fragments).  Responses come in completion
-    order, with the command's tag.
+    The *memory unit* runs fill (16 clocks: one register-file entry per clock),
+    load_matrix_sync (one 128-bit word per clock: 32 clocks for a 16-bit fragment, 64 for
+    FP32) and store_matrix_sync (likewise, plus one clock: the register file's reads are
+    registered).  The *MMA unit* runs mma_sync: 64 beats of the 4x4x4 core, one per clock
+    (:class:`rtl.feeder.BeatFeeder`), D written back as each 4x4 block leaves the core:
+    occupancy 64 clocks plus the core's latency.  A command issues as soon as its unit is free
+    and it does not touch a fragment the other unit is using, so the next loads overlap an
+    mma_sync (double-buffered fragments); accumulator loads and fills wait for a running
+    mma_sync, whose D write-back shares the accumulator columns' write port (and an mma_sync
+    waits for them).  Responses come in completion order, with the command's tag.
 
     Members
     -------
@@ -102,7 +110,7 @@ class WmmaSequencer(wiring.Component):
             "mem_rd_addr": Out(abits), "mem_rd_data": In(WORD_BITS),
             "mem_wr_addr": Out(abits), "mem_wr_data": Out(WORD_BITS), "mem_wr_en": Out(1),
         })
-        self.bank = FragmentBank(matrix_frags=matrix_frags, acc_frags=acc_frags)
+        self.bank = FragmentBank(a_frags=matrix_frags, b_frags=matrix_frags, acc_frags=acc_frags)
         self.core = MMA4(stages=stages)
 
     @property
@@ -119,17 +127,23 @@ class WmmaSequencer(wiring.Component):
         m = Module()
         m.submodules.bank = bank = self.bank
         m.submodules.core = core = self.core
+        m.submodules.feeder = feeder = BeatFeeder()
+        m.submodules.drain = drain = DrainD()
+        wiring.connect(m, feeder.rd, bank.mma_rd)
+        wiring.connect(m, feeder.beat, core.i)
+        wiring.connect(m, core.o, drain.d)
+        wiring.connect(m, drain.wr, bank.mma_wr)
         cmd = self.cmd.payload
 
         # ---- unit state -------------------------------------------------------------------
         mem_busy, mma_busy = Signal(), Signal()
-        feeding = Signal()                    # the MMA unit is still sending beats to the core
-        mem_op, mem_kind, mem_frag = Signal(2), Signal(2), Signal(3)
+        mem_op, mem_kind, mem_frag = Signal(Op), Signal(Kind), Signal(3)
         mma_a, mma_b, mma_c, mma_d = Signal(3), Signal(3), Signal(3), Signal(3)
         frag_is_b = Signal(self._nm)          # kind each matrix fragment was loaded as
 
         # ---- legality ----------------------------------------------------------------------
         is_acc = cmd.kind == ACCUMULATOR
+        kind_ok = (cmd.kind == MATRIX_A) | (cmd.kind == MATRIX_B) | is_acc
         esize32 = is_acc & ~cmd.acc_f16
         words_per_line = Mux(esize32, 4, 2)
         step_ok = Mux(esize32, cmd.ldm[:2] == 0, cmd.ldm[:3] == 0) & (cmd.ldm != 0)
@@ -142,12 +156,12 @@ class WmmaSequencer(wiring.Component):
         mem_legal = Signal()
         with m.Switch(cmd.op):
             with m.Case(Op.FILL):
-                m.d.comb += mem_legal.eq(frag_ok & (cmd.kind != 3))
+                m.d.comb += mem_legal.eq(frag_ok & kind_ok)
             with m.Case(Op.LOAD):
-                m.d.comb += mem_legal.eq(frag_ok & (cmd.kind != 3) & step_ok &
+                m.d.comb += mem_legal.eq(frag_ok & kind_ok & step_ok &
                                          (cmd.addr[:5] == 0) & in_range)
             with m.Case(Op.STORE):
-                m.d.comb += mem_legal.eq((cmd.kind == ACCUMULATOR) & (cmd.frag < self._nc) &
+                m.d.comb += mem_legal.eq(is_acc & (cmd.frag < self._nc) &
                                          step_ok & (cmd.addr[:5] == 0) & in_range)
             with m.Default():           # MMA: checked by mma_legal
                 m.d.comb += mem_legal.eq(0)
@@ -157,18 +171,21 @@ class WmmaSequencer(wiring.Component):
                      (cmd.frag < self._nc) & ~fa_b & fb_b & ~(cmd.bf16 & cmd.acc_f16))
 
         # ---- hazards against the other unit's in-flight operation --------------------------
-        writes_matrix = (cmd.op != Op.STORE) & (cmd.op != Op.MMA) & ~is_acc
-        writes_acc = (cmd.op != Op.STORE) & (cmd.op != Op.MMA) & is_acc
-        # A and B are read only while beats are fed; C and D until the response.
+        fills_or_loads = (cmd.op == Op.FILL) | (cmd.op == Op.LOAD)
+        writes_matrix = fills_or_loads & ~is_acc
+        writes_acc = fills_or_loads & is_acc
+        # A and B are read only while beats are fed; C and D until the response.  The D
+        # write-back owns the accumulator columns' write port while an mma_sync runs.
         mem_conflict = (
-            (feeding & writes_matrix & ((cmd.frag == mma_a) | (cmd.frag == mma_b))) |
-            (mma_busy & writes_acc & ((cmd.frag == mma_c) | (cmd.frag == mma_d))) |
+            (feeder.busy & writes_matrix & ((cmd.frag == mma_a) | (cmd.frag == mma_b))) |
+            (mma_busy & writes_acc) |
             (mma_busy & (cmd.op == Op.STORE) & (cmd.frag == mma_d)))
-        mem_writes_matrix = (mem_op != Op.STORE) & (mem_kind != ACCUMULATOR)
-        mem_writes_acc = (mem_op != Op.STORE) & (mem_kind == ACCUMULATOR)
+        mem_fills_or_loads = (mem_op == Op.FILL) | (mem_op == Op.LOAD)
+        mem_writes_matrix = mem_fills_or_loads & (mem_kind != ACCUMULATOR)
+        mem_writes_acc = mem_fills_or_loads & (mem_kind == ACCUMULATOR)
         mma_conflict = mem_busy & (
             (mem_writes_matrix & ((mem_frag == cmd.fa) | (mem_frag == cmd.fb))) |
-            (mem_writes_acc & ((mem_frag == cmd.fc) | (mem_frag == cmd.frag))) |
+            mem_writes_acc |
             ((mem_op == Op.STORE) & (mem_frag == cmd.frag)))
 
         is_mma = cmd.op == Op.MMA
@@ -194,30 +211,30 @@ class WmmaSequencer(wiring.Component):
         line, word = Signal(4), Signal(2)
         line_base = Signal(32)
         m_stride, m_wpl = Signal(16), Signal(3)
-        m_col, m_f16, m_f32 = Signal(), Signal(), Signal()
+        m_col, m_f16, m_value = Signal(), Signal(), Signal(32)
         rd_pending = Signal()                     # a read issued last clock: its data is here now
         rd_line, rd_word, rd_last = Signal(4), Signal(2), Signal()
-        st_active = Signal()
-        rd_active = Signal()
+        st_active, rd_active, fill_active = Signal(), Signal(), Signal()
+        st_pending, st_addr, st_last = Signal(), Signal.like(self.mem_wr_addr), Signal()
+        fill_entry = Signal(4)
 
         with m.If(issue & ~is_mma):
             m.d.sync += [mem_op.eq(cmd.op), mem_kind.eq(cmd.kind), mem_frag.eq(cmd.frag),
                          mem_tag.eq(cmd.tag), mem_busy.eq(1), line.eq(0), word.eq(0),
                          line_base.eq(base), m_stride.eq(stride), m_wpl.eq(words_per_line),
-                         m_col.eq(cmd.col_major), m_f16.eq(cmd.acc_f16), m_f32.eq(esize32)]
+                         m_col.eq(cmd.col_major), m_f16.eq(cmd.acc_f16), m_value.eq(cmd.value),
+                         fill_entry.eq(0)]
             with m.If(~mem_legal):
                 m.d.sync += [mem_err.eq(1), mem_done.eq(1)]
             with m.Else():
                 m.d.sync += mem_err.eq(0)
                 with m.If(cmd.op == Op.FILL):
-                    m.d.comb += [bank.fill_en.eq(1), bank.fill_acc.eq(is_acc),
-                                 bank.fill_frag.eq(cmd.frag), bank.fill_value.eq(cmd.value)]
-                    m.d.sync += mem_done.eq(1)
+                    m.d.sync += fill_active.eq(1)
                 with m.Elif(cmd.op == Op.LOAD):
                     m.d.sync += rd_active.eq(1)
                 with m.Else():
                     m.d.sync += st_active.eq(1)
-                with m.If((cmd.op != Op.STORE) & ~is_acc):
+                with m.If(fills_or_loads & ~is_acc):
                     for f in range(self._nm):
                         with m.If(cmd.frag == f):
                             m.d.sync += frag_is_b[f].eq(cmd.kind == MATRIX_B)
@@ -231,6 +248,14 @@ class WmmaSequencer(wiring.Component):
             with m.Else():
                 m.d.sync += word.eq(word + 1)
 
+        # Fill: one register-file entry per clock.
+        with m.If(fill_active):
+            m.d.comb += [bank.fill.en.eq(1), bank.fill.kind.eq(mem_kind),
+                         bank.fill.frag.eq(mem_frag), bank.fill.entry.eq(fill_entry),
+                         bank.fill.value.eq(m_value)]
+            m.d.sync += fill_entry.eq(fill_entry + 1)
+            with m.If(fill_entry == 15):
+                m.d.sync += [fill_active.eq(0), mem_done.eq(1)]
         # Load: address phase, then data phase one clock later into the bank.
         m.d.sync += rd_pending.eq(0)
         with m.If(rd_active):
@@ -240,59 +265,43 @@ class WmmaSequencer(wiring.Component):
             with m.If(last_beat):
                 m.d.sync += rd_active.eq(0)
         with m.If(rd_pending):
-            lw = bank.lw[0]
+            lw = bank.load[0]
             m.d.comb += [lw.en.eq(1), lw.kind.eq(mem_kind), lw.col.eq(m_col), lw.f16.eq(m_f16),
                          lw.frag.eq(mem_frag), lw.line.eq(rd_line), lw.word.eq(rd_word),
                          lw.data.eq(self.mem_rd_data)]
             with m.If(rd_last):
                 m.d.sync += mem_done.eq(1)
-        # Store: read the bank, write memory, one word per clock.
-        m.d.comb += [bank.sr_frag.eq(mem_frag), bank.sr_col.eq(m_col), bank.sr_f16.eq(m_f16),
-                     bank.sr_line.eq(line), bank.sr_word.eq(word)]
+        # Store: read the register file (data one clock later), write memory, a word a clock.
+        m.d.comb += [bank.store.frag.eq(mem_frag), bank.store.col.eq(m_col),
+                     bank.store.f16.eq(m_f16), bank.store.line.eq(line), bank.store.word.eq(word)]
+        m.d.sync += st_pending.eq(0)
         with m.If(st_active):
-            m.d.comb += [self.mem_wr_en.eq(1), self.mem_wr_addr.eq(cur_addr),
-                         self.mem_wr_data.eq(bank.sr_data)]
+            m.d.comb += bank.store.en.eq(1)
+            m.d.sync += [st_pending.eq(1), st_addr.eq(cur_addr), st_last.eq(last_beat)]
             advance()
             with m.If(last_beat):
-                m.d.sync += [st_active.eq(0), mem_done.eq(1)]
+                m.d.sync += st_active.eq(0)
+        with m.If(st_pending):
+            m.d.comb += [self.mem_wr_en.eq(1), self.mem_wr_addr.eq(st_addr),
+                         self.mem_wr_data.eq(bank.store.data)]
+            with m.If(st_last):
+                m.d.sync += mem_done.eq(1)
         with m.If(mem_resp_taken):
             m.d.sync += [mem_done.eq(0), mem_busy.eq(0)]
 
         # ---- MMA unit ----------------------------------------------------------------------
-        beat_i, beat_j, beat_s = Signal(2), Signal(2), Signal(2)
-        out_i, out_j = Signal(2), Signal(2)
-        mma_bf16, mma_f16 = Signal(), Signal()
         with m.If(issue & is_mma):
             with m.If(~mma_legal):
                 m.d.sync += [mma_done.eq(1), mma_err.eq(1), mma_tag.eq(cmd.tag), mma_busy.eq(1)]
             with m.Else():
-                m.d.sync += [mma_busy.eq(1), feeding.eq(1), mma_tag.eq(cmd.tag), mma_err.eq(0),
-                             mma_a.eq(cmd.fa), mma_b.eq(cmd.fb), mma_c.eq(cmd.fc), mma_d.eq(cmd.frag),
-                             mma_bf16.eq(cmd.bf16), mma_f16.eq(cmd.acc_f16),
-                             beat_i.eq(0), beat_j.eq(0), beat_s.eq(0), out_i.eq(0), out_j.eq(0)]
-        m.d.comb += [bank.mr_a.eq(mma_a), bank.mr_b.eq(mma_b), bank.mr_c.eq(mma_c),
-                     bank.mr_i.eq(beat_i), bank.mr_j.eq(beat_j), bank.mr_s.eq(beat_s)]
-        m.d.comb += [core.i.valid.eq(feeding),
-                     core.i.payload.a.eq(bank.mr_beat_a), core.i.payload.b.eq(bank.mr_beat_b),
-                     core.i.payload.c.eq(bank.mr_beat_c), core.i.payload.last.eq(beat_s == 3),
-                     core.i.payload.bf16.eq(mma_bf16), core.i.payload.acc_f16.eq(mma_f16)]
-        with m.If(core.i.valid & core.i.ready):
-            m.d.sync += beat_s.eq(beat_s + 1)
-            with m.If(beat_s == 3):
-                m.d.sync += beat_j.eq(beat_j + 1)
-                with m.If(beat_j == 3):
-                    m.d.sync += beat_i.eq(beat_i + 1)
-                    with m.If(beat_i == 3):
-                        m.d.sync += feeding.eq(0)
-        m.d.comb += [core.o.ready.eq(1),
-                     bank.mw_en.eq(core.o.valid), bank.mw_frag.eq(mma_d), bank.mw_i.eq(out_i),
-                     bank.mw_j.eq(out_j), bank.mw_data.eq(core.o.payload)]
-        with m.If(core.o.valid):
-            m.d.sync += out_j.eq(out_j + 1)
-            with m.If(out_j == 3):
-                m.d.sync += out_i.eq(out_i + 1)
-                with m.If(out_i == 3):
-                    m.d.sync += mma_done.eq(1)
+                m.d.comb += feeder.start.eq(1)
+                m.d.sync += [mma_busy.eq(1), mma_tag.eq(cmd.tag), mma_err.eq(0),
+                             mma_a.eq(cmd.fa), mma_b.eq(cmd.fb), mma_c.eq(cmd.fc), mma_d.eq(cmd.frag)]
+        m.d.comb += [feeder.a.eq(cmd.fa), feeder.b.eq(cmd.fb), feeder.c.eq(cmd.fc),
+                     feeder.bf16.eq(cmd.bf16), feeder.acc_f16.eq(cmd.acc_f16), feeder.zero_c.eq(0),
+                     drain.frag.eq(mma_d)]
+        with m.If(drain.done):
+            m.d.sync += mma_done.eq(1)
         with m.If(mma_resp_taken):
             m.d.sync += [mma_done.eq(0), mma_busy.eq(0)]
         return m

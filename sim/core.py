@@ -19,7 +19,13 @@ from .runner import build_dir, build_root, run_bench, wave_file
 __all__ = ["run_core", "run_through", "run_many", "DEFAULT_PARAMS", "PATHS"]
 
 DEFAULT_PARAMS = {"stages": 2}
-WMMA_MEM_WORDS = 16384          # 256 KiB: a 16 x 2048 A strip and a 2048 x 16 B strip fit
+WMMA_MEM_WORDS = 16384          # 256 KiB at least: a 16 x 2048 A strip and a 2048 x 16 B strip fit
+
+
+def wmma_words(k: int) -> int:
+    """Memory words a 16 x K x 16 tile takes on the warp design (tb.wmma_bench.tile_image):
+    A and B (16-bit), C and D (FP32), each 32-byte aligned."""
+    return (2 * 16 * k * 2 + 2 * 16 * 16 * 4) // 16
 
 PATHS = {
     "core": ("mma4", "tb.mma4_bench", DEFAULT_PARAMS),
@@ -47,6 +53,9 @@ def run_many(through: str, sim: str, batches, *, waves=False, stall: float = 0.0
 
     design, module, default = PATHS[through]
     params = dict(default if params is None else params)
+    if through == "wmma":       # the memory is sized from the job (a tile's A, B, C and D)
+        need = max(wmma_words(np.asarray(a).shape[-1]) for a, _, _, _, _ in batches)
+        params["mem_words"] = max(params["mem_words"], 1 << (need - 1).bit_length())
     jobs = [Job(a, b, c, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
             for a, b, c, in_fmt, out_fmt in batches]
     dtypes = [np.asarray(c).dtype for _, _, c, _, _ in batches]

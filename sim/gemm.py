@@ -19,13 +19,26 @@ from golden.gemm import check_gemm, matmul_t
 
 from .runner import SimError, build_dir, build_root, run_bench, wave_file
 
-__all__ = ["run_gemm", "run_fp4_gemm", "fp4_reset_bench", "gemm_params", "MEM_WORDS"]
+__all__ = ["run_gemm", "run_fp4_gemm", "fp4_reset_bench", "gemm_params", "mem_words_for",
+           "MIN_WORDS", "MAX_WORDS"]
 
-MEM_WORDS = 32768       # 512 KiB: 256 x 256 x 256 with an FP32 D fits
+# The GEMM top's memory is a build parameter sized from the job: a power of two, so that jobs
+# share a few builds.
+MIN_WORDS = 32768       # 512 KiB: the benches, the tests' GEMMs and every captured file share one build
+MAX_WORDS = 1 << 22     # 64 MiB: the largest memory the simulators build here
 
 
-def gemm_params(cores: int) -> dict:
-    return {"cores": cores, "mem_words": MEM_WORDS, "stages": 2}
+def mem_words_for(words: int) -> int:
+    """The memory a job of ``words`` 16-byte words runs in: the next power of two, at least
+    MIN_WORDS; ValueError beyond MAX_WORDS."""
+    if words > MAX_WORDS:
+        raise ValueError(f"needs {words} memory words of 16 bytes; the simulators build the GEMM "
+                         f"top with at most {MAX_WORDS} ({MAX_WORDS * 16 >> 20} MiB)")
+    return max(MIN_WORDS, 1 << max(0, words - 1).bit_length())
+
+
+def gemm_params(cores: int, mem_words: int = MIN_WORDS) -> dict:
+    return {"cores": cores, "mem_words": mem_words, "stages": 2}
 
 
 def words_needed(m, n, k, out_fmt) -> int:
@@ -44,13 +57,11 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, wave
         t = time.perf_counter()
         d = matmul_t(a, b, in_fmt=in_fmt, out_fmt=out_fmt)
         return d, {"cycles": None, "beats": m * n * k // 64, "sim_s": time.perf_counter() - t}
-    need = words_needed(m, n, k, out_fmt)
-    if need > MEM_WORDS:
-        raise ValueError(f"a {m}x{k}x{n} GEMM needs {need} memory words of 16 bytes; the GEMM "
-                         f"top is built with {MEM_WORDS} (512 KiB)")
-    if max(m, n, k) // 16 > 255:
-        raise ValueError("M, N and K must be at most 4080 (255 tiles)")
-    params = gemm_params(cores)
+    _check_tiles(m, n, k)
+    try:
+        params = gemm_params(cores, mem_words_for(words_needed(m, n, k, out_fmt)))
+    except ValueError as e:
+        raise ValueError(f"a {m}x{k}x{n} GEMM {e}") from None
     if backend == "amaranth":
         return _run_amaranth(a, b, in_fmt, out_fmt, params)
     if backend not in ("icarus", "verilator"):
@@ -65,6 +76,13 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, wave
     if waves:
         info["waves"] = wave_file(backend, build_dir(backend, "gemm", params, True), "gemm")
     return d, info
+
+
+def _check_tiles(m, n, k):
+    from rtl.gemm import TILE_BITS
+    limit = ((1 << TILE_BITS) - 1) * 16
+    if max(m, n, k) > limit:
+        raise ValueError(f"M, N and K must be at most {limit} ({(1 << TILE_BITS) - 1} tiles)")
 
 
 def _run_design(backend, design, module, params, image, job: dict, tiles, *, waves, progress,
@@ -126,7 +144,8 @@ def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, cores=1):
     img, cfg, fcfg = image(qa, qbt)
     job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()},
            "want": nvfp4.gemm(qa, qbt)}
-    _run_design(backend, "fp4gemm", "tb.fp4_bench", gemm_params(cores), img, job,
+    params = gemm_params(cores, mem_words_for(img.size // 16))
+    _run_design(backend, "fp4gemm", "tb.fp4_bench", params, img, job,
                 (m // 16) * (n // 16), waves=False, progress=False, test="reset_midrun",
                 extra_env={"TCORE_RESET_AT": str(reset_at)})
 
@@ -148,14 +167,13 @@ def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, waves=False, progress=True):
     if backend not in ("icarus", "verilator"):
         raise ValueError(f"NVFP4/MXFP4 GEMMs run on golden, icarus or verilator, not {backend!r} "
                          "(the fp4gemm design is too large for Amaranth's simulator)")
-    if max(m, n, k) // 16 > 255:
-        raise ValueError("M, N and K must be at most 4080 (255 tiles)")
+    _check_tiles(m, n, k)
     from tb.fp4_bench import image
     img, cfg, fcfg = image(qa, qbt)
-    if img.size // 16 > MEM_WORDS:
-        raise ValueError(f"a {m}x{k}x{n} {qa.fmt} GEMM needs {img.size // 16} memory words of 16 "
-                         f"bytes; the fp4gemm top is built with {MEM_WORDS} (512 KiB)")
-    params = gemm_params(cores)
+    try:
+        params = gemm_params(cores, mem_words_for(img.size // 16))
+    except ValueError as e:
+        raise ValueError(f"a {m}x{k}x{n} {qa.fmt} GEMM {e}") from None
     job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()}}
     r = _run_design(backend, "fp4gemm", "tb.fp4_bench", params, img, job, (m // 16) * (n // 16),
                     waves=waves, progress=progress)

@@ -1,8 +1,10 @@
-"""The fragment layout as the RTL implements it, read out of the fragment bank.
+"""The fragment layout as the RTL implements it, read out of the register file.
 
 A 16x16 buffer holding 0, 1, 2, ... is loaded into the RTL ``FragmentBank`` on Amaranth's
-simulator (one memory word per clock, as ``load_matrix_sync`` does), and each lane's slot
-registers are read back: the same experiment that produced ``h200_wmma_layout.txt`` on an H200.
+simulator (one memory word per clock through its load port, as ``load_matrix_sync`` does),
+and each lane's slots are read back out of the block-RAM columns where the register file says
+it keeps them (:meth:`rtl.fragments.FragmentBank.locate`): the same experiment that produced
+``h200_wmma_layout.txt`` on an H200.
 """
 
 from __future__ import annotations
@@ -59,8 +61,8 @@ def _cached_layout():
 
 
 def _simulate_layout() -> dict[str, list[list[int]]]:
-    """Read the layout out of the RTL bank on Amaranth's simulator."""
-    bank = FragmentBank(matrix_frags=1, acc_frags=1)
+    """Read the layout out of the RTL register file on Amaranth's simulator."""
+    bank = FragmentBank(a_frags=1, b_frags=1, acc_frags=1)
     result = {}
 
     async def bench(ctx):
@@ -68,7 +70,7 @@ def _simulate_layout() -> dict[str, list[list[int]]]:
             acc = kind == ACCUMULATOR
             per_word = 4 if acc else 8          # FP32 accumulator elements, or 16-bit ones
             width = 128 // per_word
-            lw = bank.lw[0]
+            lw = bank.load[0]
             ctx.set(lw.en, 1)
             ctx.set(lw.kind, kind)
             ctx.set(lw.col, col)
@@ -82,8 +84,13 @@ def _simulate_layout() -> dict[str, list[list[int]]]:
                     ctx.set(lw.data, sum((first + e) << (width * e) for e in range(per_word)))
                     await ctx.tick()
             ctx.set(lw.en, 0)
-            regs = bank.acc[0] if acc else bank.matrix[0]
-            lanes = [[ctx.get(regs[lane][slot]) for slot in range(SLOTS)] for lane in range(LANES)]
+            lanes = []
+            for lane in range(LANES):
+                row = []
+                for slot in range(SLOTS):
+                    mem, addr, off, w = bank.locate(kind, 0, lane, slot)
+                    row.append((ctx.get(mem.data[addr]) >> off) & ((1 << w) - 1))
+                lanes.append(row)
             result[heading] = [row if acc else row + row for row in lanes]
 
     sim = Simulator(bank)

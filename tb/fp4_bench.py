@@ -22,12 +22,12 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 
 from golden.nvfp4 import Quantized, decode_elements, pack_codes
-from tb.gemm_bench import GemmRunner, layout, pack_fields
+from rtl.nvfp4 import Fp4Config
+from tb.gemm_bench import GemmRunner, layout, pack_fields, struct_fields
 
 CLOCK_NS = 10
 
-FCFG_FIELDS = [("a_codes", 20), ("a_scales", 20), ("b_codes", 20), ("b_scales", 20), ("alpha", 32),
-               ("mx", 1)]
+FCFG_FIELDS = struct_fields(Fp4Config)
 
 
 def fcfg_word(**f) -> int:

@@ -27,11 +27,17 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, Timer
 
 from golden.gemm import matmul_t
+from rtl.gemm import GemmConfig
 from tb import memh
 
 CLOCK_NS = 10
-CFG_FIELDS = [("tiles_m", 8), ("tiles_n", 8), ("steps", 8), ("a_base", 20), ("b_base", 20),
-              ("d_base", 20), ("bf16", 1), ("acc_f16", 1)]
+def struct_fields(layout) -> list[tuple[str, int]]:
+    """(name, width) of a ``lib.data.Struct``'s fields, LSB first: the RTL's own widths."""
+    from amaranth.lib import data
+    return [(name, field.width) for name, field in data.Layout.cast(layout)]
+
+
+CFG_FIELDS = struct_fields(GemmConfig)
 
 
 def cfg_word(**f) -> int:

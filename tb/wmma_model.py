@@ -5,9 +5,14 @@ Memory is a uint8 array; word w of the 128-bit memory is bytes 16w .. 16w+15 (li
 
 from __future__ import annotations
 
+import enum
+
 import numpy as np
 
-from rtl.wmma import Op
+from rtl.wmma import Op as _RtlOp
+
+# The RTL's op codes as plain integers (``rtl.wmma.Op`` is an Amaranth enum of the port).
+Op = enum.IntEnum("Op", {op.name: op.value for op in _RtlOp})
 
 __all__ = ["Op", "cmd_word", "resp_fields", "words_of", "bytes_of", "put_matrix", "get_matrix", "KIND", "CMD_BITS"]
 

@@ -58,6 +58,37 @@ def test_gemm_top_eight_cores():
     assert 0.93 <= util <= 1, f"8 cores: utilisation {util:.3f} ({info['cycles']} clocks)"
 
 
+@pytest.mark.slow
+def test_gemm_top_large_k():
+    """32 x 8192 x 32 on 1 warp: 512 chained K steps (past the old 8-bit step count) in a
+    memory sized from the job (2 MiB, past the old fixed 512 KiB); every bit equals the golden
+    model, every FMA done once, and the core stays busy."""
+    m, n, k = 32, 32, 8192
+    a, b = random_operands(m, n, k, "fp16", 9)
+    d, info = run_gemm("verilator", a, b, progress=False)
+    assert np.array_equal(d, matmul_t(a, b))
+    assert info["beats"] == m * n * k // 64
+    assert info["beats"] / info["cycles"] >= 0.99, f"{info['cycles']} clocks"
+
+
+def test_memory_sized_from_the_job():
+    """The GEMM top's memory: the next power of two of what the job needs, at least 512 KiB,
+    refused past 64 MiB; the config's fields take K = 16384."""
+    from amaranth.lib import data
+
+    from rtl.gemm import GemmConfig
+    from sim.gemm import MAX_WORDS, MIN_WORDS, mem_words_for, words_needed
+    assert mem_words_for(1) == MIN_WORDS == 32768
+    assert mem_words_for(32769) == 65536 and mem_words_for(65536) == 65536
+    assert mem_words_for(words_needed(32, 32, 8192, "fp32")) == 131072
+    assert mem_words_for(words_needed(48, 32, 4096, "fp32")) == 65536     # the held-back capture
+    assert mem_words_for(MAX_WORDS) == MAX_WORDS
+    with pytest.raises(ValueError, match="memory words"):
+        mem_words_for(MAX_WORDS + 1)
+    fields = {name: f.width for name, f in data.Layout.cast(GemmConfig)}
+    assert (1 << fields["steps"]) > 16384 // 16 and (1 << fields["tiles_m"]) > 16384 // 16
+
+
 @pytest.mark.parametrize("name", GEMM_FILES)
 def test_silicon_gemm_through_gemm_top(name, capsys):
     """Every output of a captured matmulT GEMM, through the GEMM top, equals the H200's."""
@@ -90,7 +121,7 @@ def test_tcore_gemm_fp16_accumulate_on_icarus(capsys):
     (["--m", "20", "--n", "16", "--k", "16"], "multiple of 16"),
     (["--m", "16", "--n", "16", "--k", "16", "--format", "bf16", "--acc", "f16"], "not a WMMA combination"),
     (["--m", "16", "--n", "16", "--k", "16", "--cores", "9"], "1 to 8"),
-    (["--m", "1024", "--n", "1024", "--k", "1024"], "memory words"),
+    (["--m", "4096", "--n", "4096", "--k", "4096"], "memory words"),
 ])
 def test_tcore_gemm_refuses_bad_requests(argv, msg, capsys):
     code = main(["gemm", *argv, "--backend", "verilator"])

@@ -5,6 +5,7 @@ address; a lost ``done`` fails within a clock budget instead of hanging."""
 import numpy as np
 import pytest
 
+from sim.gemm import gemm_params
 from sim.runner import SimError, _failures, run_bench
 from tb.memh import read_memh, write_memh
 
@@ -74,7 +75,7 @@ def test_gemm_bench_fails_on_a_lost_done():
     fails, naming what it waited for, instead of waiting forever."""
     with pytest.raises(SimError, match="random_gemms.*done did not rise within 100 clocks"):
         run_bench("verilator", "gemm", "tb.gemm_bench", "random_gemms",
-                  params={"cores": 1, "mem_words": 32768, "stages": 2},
+                  params=gemm_params(1),
                   env={"TCORE_CLOCK_BUDGET": "100"}, quiet=True)
 
 
