@@ -4,7 +4,8 @@ from amaranth.back import verilog
 from amaranth.hdl import Shape
 from amaranth.lib import data
 
-__all__ = ["DESIGNS", "LINT_PARAMS", "make", "parameters", "to_verilog", "port_header"]
+__all__ = ["DESIGNS", "LINT_PARAMS", "SYNTH_PARAMS", "make", "parameters", "to_verilog",
+           "port_header"]
 
 
 #: Each design: the module and top-level class, and the constructor arguments its build fixes.
@@ -48,11 +49,21 @@ def make(name: str, **params):
     return cls(**fixed, **params)
 
 
-# The parameters ``tcore verilog`` and ``make lint`` use: what the benches build.
+# The one table of build parameters.  LINT_PARAMS: what ``tcore verilog``, ``make lint`` and
+# the benches build (``sim.core`` and ``sim.gemm`` take their defaults from it; the GEMM and
+# warp memories grow from these sizes with the job).  SYNTH_PARAMS: what ``tcore synth``
+# places (the GEMM tops with a 64 KiB memory, which block RAMs hold once per read port).
 LINT_PARAMS = {"mma4": {}, "fragments": {"a_frags": 2, "b_frags": 2, "acc_frags": 2, "load_ports": 2},
                "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768},
                "fp4dec": {"lanes": 16}, "fp4gemm": {"cores": 1, "mem_words": 32768},
                "axilregs": {}, "soc": {}}
+SYNTH_PARAMS = {
+    "mma4": {"stages": 2},
+    "gemm": {"cores": 1, "mem_words": 4096, "stages": 2},
+    "wmma": {"mem_words": 4096, "stages": 2},
+    "fp4dec": {"lanes": 16},
+    "fp4gemm": {"cores": 1, "mem_words": 4096, "stages": 2},
+}
 
 
 def _layout_lines(layout, indent: str, base: int = 0, depth: int = 0) -> list:

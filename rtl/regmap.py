@@ -97,6 +97,24 @@ class Register:
     def reset(self) -> int:
         return sum(f.reset << f.lsb for f in self.fields)
 
+    def pack(self, **values) -> int:
+        """The register word with these field values (others 0); refuses unknown fields and
+        values that do not fit."""
+        byname = {f.name: f for f in self.fields}
+        word = 0
+        for name, v in values.items():
+            if name not in byname:
+                raise ValueError(f"{self.name} has no field {name!r}")
+            f = byname[name]
+            if not 0 <= int(v) < (1 << f.width):
+                raise ValueError(f"{self.name}.{name} = {v} does not fit {f.width} bits")
+            word |= int(v) << f.lsb
+        return word
+
+    def unpack(self, word: int) -> dict:
+        """Field name -> value of a register word."""
+        return {f.name: (word & f.mask) >> f.lsb for f in self.fields}
+
 
 def _word(name, offset, doc, access=Access.RW, reset=0, const=False):
     return Register(name, offset, (Field("value", 0, 32, access, reset, doc, const),), doc)

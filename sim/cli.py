@@ -98,17 +98,20 @@ def cmd_verify(args) -> int:
                 if arch.name != "hopper":
                     raise BackendError(f"the RTL implements the Hopper arithmetic only, not --arch {arch.name}")
                 d, info = run_gemm(args.backend, data["a"], data["b"], in_fmt=k.in_fmt,
-                                   out_fmt=k.out_fmt, waves=args.waves, progress=False)
+                                   out_fmt=k.out_fmt, progress=False,
+                                   waves=args.waves and f"{Path(path).stem}-{k.name}-gemm-{args.backend}")
                 got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)
                 got = got.reshape(-1, 16, 16)[:len(prob.c)]
             else:
                 got, info = run_tiles(args.backend, prob.a, prob.b, prob.c, arch=arch,
-                                      through=args.through or "core", waves=args.waves,
+                                      through=args.through or "core",
+                                      waves=args.waves and (f"{Path(path).stem}-{k.name}-"
+                                                            f"{args.through or 'core'}-{args.backend}"),
                                       **k.mma_args())
         except (BackendError, SimError) as e:
             raise CliError(str(e)) from None
         if info.get("waves"):
-            print(f"waveform: {info['waves']}")
+            print(f"waveform: {info['waves']} ({_wave_note(info['waves'])})")
         bad = int((got != prob.expected).sum())
         what = (f"gemm {prob.gemm[0]}x{prob.gemm[1]}x{prob.gemm[2]}, {len(prob.c)} tiles"
                 if prob.gemm else f"{len(prob.c)} tiles")
@@ -283,7 +286,7 @@ def cmd_gemm(args) -> int:
             raise CliError(f"--cores must be 1 to 8, not {args.cores}")
         try:
             d, info = run_gemm(args.backend, a, b, in_fmt=in_fmt, out_fmt=out_fmt, cores=args.cores,
-                               waves=args.waves, progress=not args.json)
+                               waves=args.waves and _wave_label(args, in_fmt), progress=not args.json)
         except SimError as e:
             raise CliError(str(e)) from None
         except ValueError as e:             # run_gemm's refusals of a request (size, memory)
@@ -350,7 +353,8 @@ def _gemm_fp4(args, t0) -> int:
     b = rng.standard_normal((args.k, args.n)).astype(np.float32)
     qa, qbt = nvfp4.quantize(a, fmt), nvfp4.quantize(np.ascontiguousarray(b.T), fmt)
     try:
-        d, info = run_fp4_gemm(args.backend, qa, qbt, cores=args.cores, waves=args.waves,
+        d, info = run_fp4_gemm(args.backend, qa, qbt, cores=args.cores,
+                               waves=args.waves and _wave_label(args, fmt),
                                progress=not args.json)
     except SimError as e:
         raise CliError(str(e)) from None
@@ -379,6 +383,18 @@ def _gemm_fp4(args, t0) -> int:
                         "unquantised inputs)")
 
 
+def _wave_note(path) -> str:
+    from sim.runner import wave_note
+    return wave_note(Path(path))
+
+
+def _wave_label(args, fmt: str) -> str:
+    """A GEMM run's waveform name: what ran, on what, from which seed or files."""
+    what = (f"{Path(args.a).stem}-{Path(args.b).stem}" if getattr(args, "a", None)
+            else f"{args.m}x{args.n}x{args.k}-seed{args.seed}")
+    return f"gemm-{what}-{fmt}-{args.acc}-cores{args.cores}-{args.backend}"
+
+
 def _gemm_result(args, fmt: str, acc: str, info: dict, mismatches: int, t0: float, **extra) -> dict:
     """The ``tcore gemm --json`` object: the run's figures and ``extra`` keys."""
     import time
@@ -405,7 +421,7 @@ def _gemm_report(r: dict, d, out_fmt: str, info: dict, args, error_line: str) ->
           "from the golden model")
     print(error_line)
     if info.get("waves"):
-        print(f"  waveform        {info['waves']}")
+        print(f"  waveform        {info['waves']} ({_wave_note(info['waves'])})")
     if args.o:
         np.savez(args.o, d=d.view(np.float32 if out_fmt == "fp32" else np.float16), d_bits=d)
         r["output"] = args.o
@@ -628,7 +644,8 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--tiles", type=int, default=None, metavar="N",
                    help="only the first N tiles (16x16 output tiles of a whole GEMM)")
     v.add_argument("--waves", action="store_true", default=None,
-                   help="dump waveforms (RTL backends; also WAVES=1): FST where available, else VCD")
+                   help="dump waveforms (RTL backends; also WAVES=1) to build/waves/, named after "
+                        "the file, kernel and path: FST where available, else VCD")
     v.set_defaults(func=cmd_verify)
 
     gm = sub.add_parser("gemm", help="a GEMM (random, or your matrices) through the matmulT GEMM "
@@ -651,7 +668,8 @@ def build_parser() -> argparse.ArgumentParser:
     gm.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
     gm.add_argument("--seed", type=int, default=1)
     gm.add_argument("--waves", action="store_true", default=None,
-                    help="dump waveforms (also WAVES=1)")
+                    help="dump waveforms (RTL backends; also WAVES=1) to build/waves/, named after "
+                         "the run: FST where available (Icarus; Verilator with liblz4-dev), else VCD")
     gm.add_argument("--json", action="store_true", help="last line: one JSON object")
     gm.set_defaults(func=cmd_gemm)
 

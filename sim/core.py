@@ -12,14 +12,16 @@ import tempfile
 
 import numpy as np
 
+from rtl.designs import LINT_PARAMS, parameters
 from tb.beats import Job, save_jobs
 
-from .runner import build_dir, build_root, run_bench, wave_file
+from .runner import build_dir, build_root, keep_waves, run_bench, wave_file
 
 __all__ = ["run_core", "run_through", "run_many", "DEFAULT_PARAMS", "PATHS"]
 
-DEFAULT_PARAMS = {"stages": 2}
-WMMA_MEM_WORDS = 16384          # 256 KiB at least: a 16 x 2048 A strip and a 2048 x 16 B strip fit
+DEFAULT_PARAMS = {"stages": parameters("mma4")["stages"]}
+# 256 KiB at least: a 16 x 2048 A strip and a 2048 x 16 B strip fit; larger K grows it.
+WMMA_MEM_WORDS = LINT_PARAMS["wmma"]["mem_words"]
 
 
 def wmma_words(k: int) -> int:
@@ -38,7 +40,8 @@ def run_through(through: str, sim: str, a, b, c, *, in_fmt: str, out_fmt: str, w
     """D for tiles a (T, 16, K), b (T, K, 16), c (T, 16, 16) on ``sim`` via path ``through``.
 
     Returns D and a dict with ``cycles``, ``sim_s`` (seconds spent simulating, start-up
-    excluded) and, with ``waves``, the waveform path.
+    excluded) and, with ``waves`` (True or the waveform's name), the waveform's path under
+    ``build/waves/``.
     """
     return run_many(through, sim, [(a, b, c, in_fmt, out_fmt)], waves=waves, stall=stall,
                     seed=seed, params=params, quiet=quiet)[0]
@@ -69,25 +72,32 @@ def run_many(through: str, sim: str, batches, *, waves=False, stall: float = 0.0
             vcd = build_root() / "amaranth-mma4" / "mma4.vcd"
             vcd.parent.mkdir(parents=True, exist_ok=True)
         out = []
-        for job in jobs:
+        for i, job in enumerate(jobs):
             d, cycles, sim_s = run_job(make(design, **params), job, vcd=vcd and str(vcd))
-            out.append((d, {"cycles": cycles, "sim_s": sim_s, "waves": vcd}))
+            kept = None
+            if waves:
+                label = waves if isinstance(waves, str) else f"{design}-{through}-{sim}"
+                kept = keep_waves(vcd, label if len(jobs) == 1 else f"{label}-batch{i}")
+            out.append((d, {"cycles": cycles, "sim_s": sim_s, "waves": kept}))
         return out
-    env = {"TCORE_STALL": str(stall), "TCORE_RESP_STALL": str(stall), "TCORE_SEED": str(seed),
-           **bench_env(through, params)}
+    options = {"stall": stall, "resp_stall": stall, "seed": seed, **bench_options(through, params)}
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
     out = []
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         jpath, rpath = os.path.join(tmp, "job.npz"), os.path.join(tmp, "result.npz")
         save_jobs(jpath, jobs)
-        env.update(TCORE_JOB=jpath, TCORE_RESULT=rpath)
-        run_bench(sim, design, module, "job", params=params, env=env, waves=waves, quiet=quiet)
+        run_bench(sim, design, module, "job", params=params, options=options,
+                  files=dict(job=jpath, result=rpath), waves=waves, quiet=quiet)
+        kept = None
+        if waves:       # one file for the run, moved out of the build folder under its label
+            label = waves if isinstance(waves, str) else f"{design}-{through}-{sim}"
+            kept = keep_waves(wave_file(sim, build_dir(sim, design, params, True), design), label)
         with np.load(rpath) as r:
             for i, dt in enumerate(dtypes):
                 info = {"cycles": int(r[f"cycles{i}"]), "sim_s": float(r[f"sim_s{i}"])}
                 if waves:
-                    info["waves"] = wave_file(sim, build_dir(sim, design, params, True), design)
+                    info["waves"] = kept
                 out.append((r[f"d{i}"].astype(dt), info))
     return out
 
@@ -97,12 +107,11 @@ def run_core(sim: str, a, b, c, **kw):
     return run_through("core", sim, a, b, c, **kw)
 
 
-def bench_env(through: str, params: dict | None = None) -> dict:
-    """The environment a bench needs to check its design's documented timing."""
+def bench_options(through: str, params: dict | None = None) -> dict:
+    """The hand-over options a bench needs to check its design's documented timing."""
     from rtl.mma4 import MMA4
     from rtl.wmma import WmmaSequencer
     params = dict(PATHS[through][2] if params is None else params)
     if through == "core":
-        return {"TCORE_LATENCY": str(MMA4.latency_of(params["stages"]))}
-    return {"TCORE_MEM_WORDS": str(params["mem_words"]),
-            "TCORE_MMA_CYCLES": str(WmmaSequencer.mma_cycles_of(params["stages"]))}
+        return {"latency": MMA4.latency_of(params["stages"])}
+    return {"mma_cycles": WmmaSequencer.mma_cycles_of(params["stages"])}

@@ -16,15 +16,18 @@ import time
 import numpy as np
 
 from golden.gemm import check_gemm, matmul_t
+from rtl.designs import LINT_PARAMS, parameters
 
-from .runner import SimError, build_dir, build_root, run_bench, wave_file
+from .runner import SimError, build_dir, build_root, keep_waves, run_bench, wave_file
 
 __all__ = ["run_gemm", "run_fp4_gemm", "fp4_reset_bench", "gemm_params", "mem_words_for",
            "MIN_WORDS", "MAX_WORDS"]
 
 # The GEMM top's memory is a build parameter sized from the job: a power of two, so that jobs
 # share a few builds.
-MIN_WORDS = 32768       # 512 KiB: the benches, the tests' GEMMs and every captured file share one build
+# 512 KiB (rtl.designs.LINT_PARAMS): the benches, the tests' GEMMs and every captured file
+# share one build.
+MIN_WORDS = LINT_PARAMS["gemm"]["mem_words"]
 MAX_WORDS = 1 << 22     # 64 MiB: the largest memory the simulators build here
 
 
@@ -38,7 +41,7 @@ def mem_words_for(words: int) -> int:
 
 
 def gemm_params(cores: int, mem_words: int = MIN_WORDS) -> dict:
-    return {"cores": cores, "mem_words": mem_words, "stages": 2}
+    return {"cores": cores, "mem_words": mem_words, "stages": parameters("gemm")["stages"]}
 
 
 def words_needed(m, n, k, out_fmt) -> int:
@@ -47,7 +50,11 @@ def words_needed(m, n, k, out_fmt) -> int:
 
 def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, waves=False,
              progress=True):
-    """D = A·B as matmulT on ``backend`` ("golden", "amaranth", "icarus", "verilator")."""
+    """D = A·B as matmulT on ``backend`` ("golden", "amaranth", "icarus", "verilator").
+
+    ``waves``: False, True or the waveform's name (a run label; True names it after the sizes):
+    the file is moved to ``build/waves/`` and never overwrites an earlier one.
+    """
     m, k = a.shape
     n = b.shape[1]
     check_gemm(m, n, k, in_fmt, out_fmt)
@@ -66,7 +73,7 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, wave
         return _run_amaranth(a, b, in_fmt, out_fmt, params)
     if backend not in ("icarus", "verilator"):
         raise ValueError(f"Backend must be golden, amaranth, icarus or verilator, not {backend!r}")
-    # The operands go in as the memory's initial contents (A, then B: tb.gemm_bench.layout).
+    # The operands go in as the memory's initial contents (A, then B: tb.images.gemm_layout).
     img = np.concatenate([a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1)])
     job = dict(a=a, b=b, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
     r = _run_design(backend, "gemm", "tb.gemm_bench", params, img, job, (m // 16) * (n // 16),
@@ -74,7 +81,9 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, wave
     d = r["d"]
     info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "sim_s": float(r["sim_s"])}
     if waves:
-        info["waves"] = wave_file(backend, build_dir(backend, "gemm", params, True), "gemm")
+        label = waves if isinstance(waves, str) else f"gemm-{m}x{n}x{k}-{backend}"
+        info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "gemm", params, True),
+                                             "gemm"), label)
     return d, info
 
 
@@ -86,10 +95,10 @@ def _check_tiles(m, n, k):
 
 
 def _run_design(backend, design, module, params, image, job: dict, tiles, *, waves, progress,
-                test="job", extra_env=None):
+                test="job", options=None):
     """Run ``module``'s ``job`` test on ``design`` with the memory preloaded with ``image``
     (bytes) and ``job`` saved for the bench; show a progress bar; return the bench's results."""
-    from tb.memh import write_memh
+    from tb.images import write_memh
 
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
@@ -98,16 +107,14 @@ def _run_design(backend, design, module, params, image, job: dict, tiles, *, wav
                                            ("job.npz", "result.npz", "progress", "in.memh", "out.memh"))
         np.savez(jpath, **job)
         write_memh(min_, image)
-        env = {"TCORE_JOB": jpath, "TCORE_RESULT": rpath, "TCORE_PROGRESS": ppath,
-               "TCORE_MEMH_OUT": mout, "TCORE_MEM_WORDS": str(params["mem_words"]),
-               "TCORE_CORES": str(params["cores"]), **(extra_env or {})}
-        plusargs = [f"+TCORE_MEMH_IN={min_}", f"+TCORE_MEMH_OUT={mout}"]
+        files = dict(job=jpath, result=rpath, progress=ppath, memh_out=mout)
+        plusargs = [f"+TCORE_MEMH_IN={min_}"]
         err = []
 
         def target():
             try:
-                run_bench(backend, design, module, test, params=params, env=env,
-                          waves=waves, quiet=True, plusargs=plusargs)
+                run_bench(backend, design, module, test, params=params, files=files,
+                          options=options, waves=waves, quiet=True, plusargs=plusargs)
             except BaseException as e:       # reported in the caller's thread
                 err.append(e)
 
@@ -137,17 +144,17 @@ def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, cores=1):
     """Run ``tb.fp4_bench.reset_midrun`` on the quantised GEMM: reset ``reset_at`` clocks after
     start, then the whole job again, checked against :func:`golden.nvfp4.gemm`."""
     from golden import nvfp4
-    from tb.fp4_bench import image
+    from tb.images import fp4_image
 
     m, k = qa.codes.shape
     n = qbt.codes.shape[0]
-    img, cfg, fcfg = image(qa, qbt)
+    img, cfg, fcfg = fp4_image(qa, qbt)
     job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()},
            "want": nvfp4.gemm(qa, qbt)}
     params = gemm_params(cores, mem_words_for(img.size // 16))
     _run_design(backend, "fp4gemm", "tb.fp4_bench", params, img, job,
                 (m // 16) * (n // 16), waves=False, progress=False, test="reset_midrun",
-                extra_env={"TCORE_RESET_AT": str(reset_at)})
+                options={"reset_at": reset_at})
 
 
 def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, waves=False, progress=True):
@@ -168,8 +175,8 @@ def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, waves=False, progress=True):
         raise ValueError(f"NVFP4/MXFP4 GEMMs run on golden, icarus or verilator, not {backend!r} "
                          "(the fp4gemm design is too large for Amaranth's simulator)")
     _check_tiles(m, n, k)
-    from tb.fp4_bench import image
-    img, cfg, fcfg = image(qa, qbt)
+    from tb.images import fp4_image
+    img, cfg, fcfg = fp4_image(qa, qbt)
     try:
         params = gemm_params(cores, mem_words_for(img.size // 16))
     except ValueError as e:
@@ -180,7 +187,9 @@ def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, waves=False, progress=True):
     info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "gemm_cycles": int(r["gemm_cycles"]),
             "sim_s": float(r["sim_s"])}
     if waves:
-        info["waves"] = wave_file(backend, build_dir(backend, "fp4gemm", params, True), "fp4gemm")
+        label = waves if isinstance(waves, str) else f"fp4gemm-{m}x{n}x{k}-{qa.fmt}-{backend}"
+        info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "fp4gemm", params, True),
+                                             "fp4gemm"), label)
     return r["d"].astype(np.uint32), info
 
 
@@ -188,7 +197,7 @@ def _run_amaranth(a, b, in_fmt, out_fmt, params):
     from amaranth.sim import Simulator
 
     from rtl.gemm import GemmTop
-    from tb.gemm_bench import clock_budget, layout
+    from tb.images import clock_budget, gemm_layout as layout
     from tb.wmma_model import bytes_of, words_of
 
     m, k = a.shape

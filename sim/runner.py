@@ -1,7 +1,8 @@
 """Build a design and run a cocotb bench on Verilator or Icarus, through cocotb's Python runner.
 
-Each (simulator, design, parameters, waves) gets its own build folder under ``build/`` (or
-``$TCORE_BUILD``), outside the source tree's packages.  The Verilog is regenerated only when the
+Each (simulator, design, parameters, waves) gets its own build folder under
+:func:`build_root` (``build/`` in a source checkout, ``$TCORE_BUILD`` if set), outside the
+source tree's packages.  The Verilog is regenerated only when the
 RTL sources or parameters change, so a second run skips both Amaranth and the C++ compile.
 """
 
@@ -16,10 +17,12 @@ import re
 import shutil
 import sys
 import tempfile
+import threading
+import time
 from pathlib import Path
 
 __all__ = ["SIMULATORS", "ROOT", "build_dir", "setup_path", "verilog_for", "build", "run_bench",
-           "SimError"]
+           "keep_waves", "wave_note", "SimError"]
 
 SIMULATORS = ("verilator", "icarus")
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +33,16 @@ class SimError(RuntimeError):
 
 
 def build_root() -> Path:
-    return Path(os.environ.get("TCORE_BUILD", ROOT / "build"))
+    """Where builds, jobs and waveforms go: ``$TCORE_BUILD`` if set; else ``build/`` in a source
+    checkout (a folder with ``pyproject.toml``, as with ``pip install -e``); else, for a plain
+    ``pip install``, a user cache folder (``$XDG_CACHE_HOME/tcore``, by default
+    ``~/.cache/tcore``), never the installed package's folder."""
+    if os.environ.get("TCORE_BUILD"):
+        return Path(os.environ["TCORE_BUILD"])
+    if (ROOT / "pyproject.toml").exists():
+        return ROOT / "build"
+    cache = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(cache) / "tcore"
 
 
 def setup_path():
@@ -71,8 +83,17 @@ def build_dir(sim: str, design: str, params: dict, waves: bool = False) -> Path:
     return build_root() / f"{sim}-{design}{_param_tag(params)}{'-waves' if waves else ''}"
 
 
-def verilog_for(design: str, params: dict) -> Path:
-    """Write (or reuse) the design's Verilog under ``build/verilog``; return its path."""
+def _say(line: str):
+    """A build progress line: on stderr, so that ``--json`` keeps stdout for its object."""
+    print(f"tcore build: {line}", file=sys.stderr, flush=True)
+
+
+def verilog_for(design: str, params: dict, say=None) -> Path:
+    """Write (or reuse) the design's Verilog under ``build/verilog``; return its path.
+
+    ``say`` (a callable taking a line) hears when the Verilog is regenerated and how long
+    Amaranth took: about a minute for the GEMM tops.
+    """
     from rtl.designs import to_verilog
 
     out = build_root() / "verilog" / f"{design}{_param_tag(params)}.v"
@@ -81,7 +102,12 @@ def verilog_for(design: str, params: dict) -> Path:
     if out.exists() and stamp.exists() and stamp.read_text() == key:
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    if say:
+        say(f"{design}{_param_tag(params)}: elaborating (Amaranth -> Verilog) ...")
     text = to_verilog(design, **params)
+    if say:
+        say(f"{design}{_param_tag(params)}: elaborated in {time.perf_counter() - t0:.1f} s")
     # Keep the file (and its time stamp) when the Verilog is unchanged, so that an edit of
     # another design does not rebuild this one.  Write atomically: parallel test workers may
     # build the same design.
@@ -94,6 +120,11 @@ def verilog_for(design: str, params: dict) -> Path:
 
 
 _TRIGGER = re.compile(r"reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+) += 0;")
+
+# Yosys's unnamed nets (``wire [3:0] \$123 ;``): about half the declarations of a top, none of
+# them a port or a register anyone named.  Verilator leaves them out of waveforms.
+_UNNAMED = re.compile(r"^(\s*(?:wire|reg) (?:\[\d+:\d+\] )?\\\$\d+ ;)$", re.M)
+_NO_TRACE = r"/*verilator tracing_off*/\1 /*verilator tracing_on*/"
 
 
 _MEMORY_HOOKS = """
@@ -130,6 +161,8 @@ def sim_verilog(path: Path, sim: str) -> Path:
       declaration initialiser, so a combinational output whose inputs never change after
       time 0 stays X.  Toggling the register at 1 ns (before the first clock edge) runs every
       such block once.
+    * Verilator: Yosys's unnamed ``$N`` nets are kept out of waveforms (``tracing_off``), so a
+      trace shows the top's ports and the registers and signals the RTL names.
     * A top with a memory named ``mem`` gets file load/dump hooks (``_MEMORY_HOOKS``), so a
       bench loads the memory once and reads it once instead of spending clocks or thousands
       of simulator calls.
@@ -137,7 +170,8 @@ def sim_verilog(path: Path, sim: str) -> Path:
     out = path.with_name(f"{path.stem}-{sim}.v")
     stamp = path.with_suffix(".hash")
     # The adjustments are part of the key: editing them rewrites every simulator's source.
-    adjust = hashlib.sha256((_MEMORY_HOOKS + _TRIGGER.pattern).encode()).hexdigest()[:8]
+    adjust = hashlib.sha256((_MEMORY_HOOKS + _TRIGGER.pattern + _UNNAMED.pattern + _NO_TRACE)
+                            .encode()).hexdigest()[:8]
     key = (stamp.read_text() if stamp.exists() else "") + sim + adjust
     ostamp = out.with_suffix(".hash")
     if out.exists() and ostamp.exists() and ostamp.read_text() == key:
@@ -145,6 +179,8 @@ def sim_verilog(path: Path, sim: str) -> Path:
     text = path.read_text()
     if sim == "icarus":
         text = _TRIGGER.sub(lambda m: f"{m.group(0)}\n  initial #1 {m.group(1)} = 1;", text)
+    else:
+        text = _UNNAMED.sub(_NO_TRACE, text)
     top_end = text.index("endmodule")
     if re.search(r"reg \[\d+:0\] mem \[\d+:0\];", text[:top_end]):
         text = text[:top_end] + _MEMORY_HOOKS.lstrip("\n") + text[top_end + len("endmodule\n"):]
@@ -192,16 +228,94 @@ def _verilator_runner():
     return _Runner()
 
 
-def build(sim: str, design: str, params: dict | None = None, waves: bool = False):
-    """Build ``design`` for ``sim``; return ``(runner, build_dir)``.  Cheap when up to date."""
+# Verilator's make include files list the objects a build compiles, one per line, e.g.
+# "VM_CLASSES_FAST += \\" then "  Vtop__Slow \\" lines.
+_OBJECT_LISTS = re.compile(r"^VM_(?:CLASSES|SUPPORT|GLOBAL|USER_CLASSES)\w* \+?= \\\n((?:[ \t]+\S+ \\\n)*)",
+                           re.M)
+
+
+class _CompileWatch:
+    """Report a simulator build's phases while it runs: Verilator's verilate step, then its C++
+    compile as object files done of total (read off the build folder every second), and the
+    link; Icarus's one compile step.  Silent when the build turns out to be up to date."""
+
+    def __init__(self, sim: str, bdir: Path, name: str, say, period: float = 10.0):
+        self.sim, self.bdir, self.name, self.say, self.period = sim, bdir, name, say, period
+        self.t0 = time.time()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._watch, daemon=True)
+        self.spoke = False
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+        dt = time.time() - self.t0
+        if exc[0] is None and (self.spoke or dt > 5):
+            self.say(f"{self.name}: {self.sim} build done in {dt:.0f} s")
+
+    def _new(self, path: Path) -> bool:
+        try:
+            return path.stat().st_mtime >= self.t0 - 1
+        except OSError:
+            return False
+
+    def _objects(self) -> tuple[int, int]:
+        """(objects compiled since the build began, objects the build compiles)."""
+        names = set()
+        for mk in ("Vtop_classes.mk", "Vtop.mk"):
+            try:
+                text = (self.bdir / mk).read_text()
+            except OSError:
+                continue
+            for block in _OBJECT_LISTS.findall(text):
+                names.update(re.findall(r"^\s+(\S+) \\$", block, re.M))
+        done = sum(self._new(self.bdir / f"{n}.o") for n in names)
+        return done, len(names)
+
+    def _watch(self):
+        if self.sim != "verilator":
+            while not self.stop.wait(self.period):
+                self.say(f"{self.name}: icarus compiling ({time.time() - self.t0:.0f} s)")
+                self.spoke = True
+            return
+        verilated, last, shown = None, time.time(), None
+        while not self.stop.wait(1.0):
+            now = time.time()
+            if verilated is None:
+                if self._new(self.bdir / "Vtop_classes.mk") or self._new(self.bdir / "Vtop.mk"):
+                    verilated = now
+                    self.say(f"{self.name}: verilated in {now - self.t0:.0f} s; compiling C++")
+                    self.spoke, last = True, now
+                elif now - last >= self.period:
+                    self.say(f"{self.name}: verilating ({now - self.t0:.0f} s)")
+                    self.spoke, last = True, now
+                continue
+            done, total = self._objects()
+            if (done, total) != shown and (now - last >= self.period or done == total):
+                self.say(f"{self.name}: C++ {done}/{total} objects ({now - verilated:.0f} s)")
+                shown, last = (done, total), now
+
+
+def build(sim: str, design: str, params: dict | None = None, waves: bool = False, say=_say):
+    """Build ``design`` for ``sim``; return ``(runner, build_dir)``.  Cheap when up to date.
+
+    ``say`` (a callable taking a line; default: stderr) hears each phase of a build that does
+    work: elaboration, Verilator's verilate and C++ steps (objects done of total) or the Icarus
+    compile, each with its time.  A first GEMM-top build on Verilator takes minutes.
+    """
     from cocotb_tools.runner import get_runner
 
-    params = dict(params or {})
+    params, waves = dict(params or {}), bool(waves)
     setup_path()
     _check_simulator(sim)
+    say = say or (lambda line: None)
     bdir = build_dir(sim, design, params, waves)
     with _lock(build_root() / f".{bdir.name}.lock"):
-        src = sim_verilog(verilog_for(design, params), sim)
+        src = sim_verilog(verilog_for(design, params, say), sim)
         runner = _verilator_runner() if sim == "verilator" else get_runner(sim)
         runner.log.addFilter(_quiet_rebuild)
         args = []
@@ -226,7 +340,7 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
         bdir.mkdir(parents=True, exist_ok=True)
         chatter = io.StringIO()      # the runner prints "Skipping compilation" and the like
         try:
-            with contextlib.redirect_stdout(chatter):
+            with contextlib.redirect_stdout(chatter), _CompileWatch(sim, bdir, bdir.name, say):
                 runner.build(sources=sources, hdl_toplevel=design, build_dir=bdir, build_args=args,
                              waves=waves, always=False, timescale=("1ns", "1ps"), log_file=log)
         except (SystemExit, RuntimeError) as e:     # the runner exits or raises on a failed build
@@ -244,7 +358,7 @@ def _have_lz4() -> bool:
 
 
 def wave_file(sim: str, bdir: Path, design: str) -> Path | None:
-    """The waveform a run with waves wrote, if any."""
+    """The waveform a run with waves left in its build folder, if any."""
     for pat in ("*.fst", "*.vcd"):
         found = sorted(bdir.glob(pat), key=lambda p: p.stat().st_mtime)
         if found:
@@ -252,27 +366,72 @@ def wave_file(sim: str, bdir: Path, design: str) -> Path | None:
     return None
 
 
-def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None, env=None,
-              waves: bool = False, seed: int | None = None, quiet: bool = False, plusargs=()):
-    """Run cocotb tests of ``module`` (e.g. ``tb.test_mma4``) on a built design.
+def keep_waves(path: Path | None, label: str) -> Path | None:
+    """Move a run's waveform out of its build folder to ``build/waves/<label>.<fst|vcd>``; an
+    earlier file of that name is kept (the new one becomes ``<label>-2``, ``-3``, ...).  The
+    build folder is left without one, so the next run's file cannot be mistaken for it."""
+    if path is None or not path.exists():
+        return None
+    out_dir = build_root() / "waves"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    label = re.sub(r"[^\w.+-]", "_", label)
+    out, n = out_dir / f"{label}{path.suffix}", 1
+    while out.exists():
+        n += 1
+        out = out_dir / f"{label}-{n}{path.suffix}"
+    shutil.move(str(path), out)
+    return out
 
-    ``testcase`` is a test name, a list of names, or None (every test of the module).
-    Returns the path of the results XML.  Raises SimError unless every named test ran exactly
-    once and passed (with None: unless at least one test ran and none failed or was skipped).
+
+def wave_note(path: Path) -> str:
+    """A waveform's size, with a hint when it is a large VCD."""
+    size = path.stat().st_size
+    note = f"{size / 1e6:.1f} MB"
+    if path.suffix == ".vcd" and size > 50e6:
+        note += ("; Verilator writes FST, several times smaller, once liblz4-dev is installed "
+                 "(rebuild with a fresh build folder)")
+    return note
+
+
+def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None, options=None,
+              files=None, env=None, waves: bool = False, seed: int | None = None,
+              quiet: bool = False, plusargs=()):
+    """Run cocotb tests of ``module`` (e.g. ``tb.mma4_bench``) on a built design.
+
+    ``testcase`` is a test name, a list of names, or None (every test of the module).  The
+    bench gets one :class:`tb.handover.Handover`: the design, ``params`` (its build
+    parameters), ``files`` (``job``, ``result``, ``progress``, ``memh_load``, ``memh_out``;
+    the memory hooks' files default to fresh ones per run) and ``options`` (the bench's own).
+    ``env`` adds plain environment variables (cocotb's own, say).  Returns the path of the
+    results XML.  Raises SimError unless every named test ran exactly once and passed (with
+    None: unless at least one test ran and none failed or was skipped).
     """
+    from tb.handover import ENV, Handover
+
+    waves = bool(waves)             # True, or a caller's name for the waveform
+    params = dict(params or {})
     runner, bdir = build(sim, design, params, waves)
     results = bdir / f"results-{os.getpid()}-{os.urandom(4).hex()}.xml"
-    extra = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
-             "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING" if quiet else "INFO")}
-    extra.update(env or {})
+    files = dict(files or {})
+    unknown = set(files) - {"job", "result", "progress", "memh_load", "memh_out"}
+    if unknown:
+        raise ValueError(f"unknown hand-over files {sorted(unknown)}")
     # Each run gets its own memory load/dump files (runs of one design share its folder).
     plusargs, scratch = list(plusargs), []
-    for key in ("TCORE_MEMH_LOAD", "TCORE_MEMH_OUT"):
-        if key not in extra:
-            extra[key] = str(bdir / f"{key.lower()}-{results.stem}.memh")
-            scratch.append(Path(extra[key]))
-        if not any(p.startswith(f"+{key}=") for p in plusargs):
-            plusargs.append(f"+{key}={extra[key]}")
+    for key in ("memh_load", "memh_out"):
+        if not files.get(key):
+            files[key] = str(bdir / f"tcore_{key}-{results.stem}.memh")
+            scratch.append(Path(files[key]))
+        plus = f"+TCORE_{key.upper()}="
+        if not any(p.startswith(plus) for p in plusargs):
+            plusargs.append(f"{plus}{files[key]}")
+    hand = bdir / f"handover-{results.stem}.json"
+    Handover(design=design, params=params, options=dict(options or {}), **files).save(hand)
+    scratch.append(hand)
+    extra = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+             "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING" if quiet else "INFO"),
+             ENV: str(hand)}
+    extra.update(env or {})
     log = bdir / f"run-{os.getpid()}.log" if quiet else None
     try:
         with contextlib.redirect_stdout(io.StringIO()):   # runner chatter, not the simulator's

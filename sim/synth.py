@@ -18,6 +18,8 @@ import sys
 import time
 from pathlib import Path
 
+from rtl.designs import SYNTH_PARAMS      # the parameters each design is placed with
+
 from .runner import _param_tag, build_root
 
 __all__ = ["DEVICES", "SYNTH_PARAMS", "SynthError", "synth"]
@@ -29,15 +31,6 @@ DEVICES = {
     "ecp5-85k": ("--85k", "CABGA381"),
 }
 
-#: Parameters each design is synthesised with (the GEMM top with a 64 KiB memory, which block
-#: RAMs hold three times over: one copy per read port).
-SYNTH_PARAMS = {
-    "mma4": {"stages": 2},
-    "gemm": {"cores": 1, "mem_words": 4096, "stages": 2},
-    "wmma": {"mem_words": 4096, "stages": 2},
-    "fp4dec": {"lanes": 16},
-    "fp4gemm": {"cores": 1, "mem_words": 4096, "stages": 2},
-}
 
 
 class SynthError(RuntimeError):

@@ -7,7 +7,6 @@ access rules.  Every test checks each response code.
 
 from __future__ import annotations
 
-import os
 import random
 
 import cocotb
@@ -17,6 +16,7 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 
 from rtl.axil import field_port
 from rtl.regmap import REGISTERS, Access, register
+from tb.handover import handover
 
 CLOCK_NS = 10
 TIMEOUT_US = 200          # no transaction of these tests takes near that: a hang fails
@@ -30,7 +30,7 @@ def pauses(rng: random.Random, p: float):
 class Bench:
     def __init__(self, dut, pause: float = 0.4):
         self.dut = dut
-        seed = int(os.environ.get("TCORE_SEED", "1"))
+        seed = int(handover().option("seed", 1))
         self.rng = random.Random(seed)
         dut._log.info(f"seed {seed}")
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)

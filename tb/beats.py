@@ -11,7 +11,21 @@ import numpy as np
 
 __all__ = ["BEAT_BITS", "block_beats", "pack_payloads", "unpack_outputs", "Job", "save_jobs", "load_jobs"]
 
-BEAT_BITS = 1027
+def _beat_layout():
+    """The bit positions of :class:`rtl.mma4.Beat`; :func:`pack_payloads` packs bytes in this
+    order, so a change of the RTL's layout is an error here, not a wrong bit in a bench."""
+    from amaranth.lib import data
+
+    from rtl.mma4 import Beat
+    fields = {name: (f.offset, f.width) for name, f in data.Layout.cast(Beat)}
+    expect = {"a": (0, 256), "b": (256, 256), "c": (512, 512), "last": (1024, 1),
+              "bf16": (1025, 1), "acc_f16": (1026, 1)}
+    if fields != expect:
+        raise RuntimeError(f"rtl.mma4.Beat is laid out as {fields}; tb.beats packs {expect}")
+    return data.Layout.cast(Beat).size
+
+
+BEAT_BITS = _beat_layout()
 BLOCKS = [(i, j) for i in range(4) for j in range(4)]     # 4x4 output blocks of a 16x16 tile
 
 

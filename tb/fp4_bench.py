@@ -4,16 +4,15 @@
 * ``decode_exhaustive`` (design ``fp4dec``): every E2M1 code x every scale code (UE4M3 and E8M0),
   16 lanes a clock, each lane a different pair; checks the value one clock later, bit for bit.
 * ``job`` (design ``fp4gemm``): a quantised GEMM whose packed operands are the memory's initial
-  contents (``+TCORE_MEMH_IN``, laid out by :func:`image`): decode, matmulT, epilogue; D to
-  ``$TCORE_RESULT``.
-* ``reset_midrun`` (design ``fp4gemm``): the same job, reset at ``$TCORE_RESET_AT`` clocks
+  contents (``+TCORE_MEMH_IN``, laid out by :func:`tb.images.fp4_image`): decode, matmulT, epilogue; D to
+  the hand-over's ``result`` file.
+* ``reset_midrun`` (design ``fp4gemm``): the same job, reset at the hand-over's ``reset_at`` option, in clocks
   after start (in decode, GEMM or epilogue): busy and done stay low and the memory is not
   written after the reset; the job run again from start equals the job's ``want`` bit for bit.
 """
 
 from __future__ import annotations
 
-import os
 import time
 
 import cocotb
@@ -21,52 +20,13 @@ import numpy as np
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 
-from golden.nvfp4 import Quantized, decode_elements, pack_codes
+from golden.nvfp4 import decode_elements
 from rtl.nvfp4 import Fp4Config
-from tb.gemm_bench import GemmRunner, layout, pack_fields, struct_fields
+from tb.gemm_driver import GemmRunner
+from tb.handover import handover
+from tb.images import fcfg_word, fp4_extra_clocks, struct_fields
 
 CLOCK_NS = 10
-
-FCFG_FIELDS = struct_fields(Fp4Config)
-
-
-def fcfg_word(**f) -> int:
-    """Pack :class:`rtl.nvfp4.Fp4Config` (LSB first)."""
-    return pack_fields(FCFG_FIELDS, **f)
-
-
-def _words(nbytes: int) -> int:
-    return (nbytes + 15) // 16
-
-
-def image(qa: Quantized, qbt: Quantized):
-    """The memory image and configuration of a quantised GEMM on the ``fp4gemm`` design.
-
-    Word map: decoded A (M x K, 16-bit) at 0, decoded B (K x N) after it, D (M x N FP32), then
-    A's packed codes, A's scales (M x K/block), B's packed codes in B's own K x N layout and
-    B's scales as K/block x N.  Returns ``(bytes, gemm cfg fields, fcfg fields)``.
-    """
-    m, k = qa.codes.shape
-    n = qbt.codes.shape[0]
-    a_base, b_base, d_base, end = layout(m, n, k, acc_f16=False)
-    parts = [np.zeros(end * 16, np.uint8)]
-    bases = {}
-    for name, arr in (("a_codes", qa.packed()), ("a_scales", qa.scales),
-                      ("b_codes", pack_codes(qbt.codes.T)), ("b_scales", qbt.scales.T)):
-        bases[name] = sum(len(p) for p in parts) // 16
-        raw = np.ascontiguousarray(arr, np.uint8).reshape(-1)
-        parts.append(np.concatenate([raw, np.zeros(_words(raw.size) * 16 - raw.size, np.uint8)]))
-    alpha = np.float32(qa.tensor_scale) * np.float32(qbt.tensor_scale)
-    fcfg = dict(bases, alpha=int(np.float32(alpha).view(np.uint32)), mx=qa.fmt == "mxfp4")
-    cfg = dict(tiles_m=m // 16, tiles_n=n // 16, steps=k // 16, a_base=a_base, b_base=b_base,
-               d_base=d_base, bf16=qa.fmt == "mxfp4", acc_f16=False)
-    return np.concatenate(parts), cfg, fcfg
-
-
-def fp4_extra_clocks(m, n, k) -> int:
-    """The decode (3 clocks per word of A and B) and epilogue (2 per word of D) phases, with a
-    margin: what the fp4gemm design adds to a GEMM's clock budget."""
-    return 2 * (3 * (m * k + k * n) * 2 // 16 + 2 * m * n * 4 // 16)
 
 
 @cocotb.test()
@@ -99,9 +59,9 @@ async def decode_exhaustive(dut):
 
 
 def _load_job():
-    with np.load(os.environ["TCORE_JOB"]) as j:
+    with np.load(handover().job) as j:
         cfg = {f: int(j[f"cfg_{f}"]) for f in ("tiles_m", "tiles_n", "steps")}
-        fcfg = {name: int(j[f"fcfg_{name}"]) for name, _ in FCFG_FIELDS}
+        fcfg = {name: int(j[f"fcfg_{name}"]) for name, _, _ in struct_fields(Fp4Config)}
         want = j["want"] if "want" in j.files else None
     return cfg, fcfg, want
 
@@ -115,9 +75,9 @@ async def reset_midrun(dut):
     dut.fcfg.value = fcfg_word(**fcfg)
     m, n, k = cfg["tiles_m"] * 16, cfg["tiles_n"] * 16, cfg["steps"] * 16
     a, b = np.empty((m, k), np.uint16), np.empty((k, n), np.uint16)
-    words = int(os.environ.get("TCORE_MEM_WORDS", "32768"))
+    words = handover().param("mem_words")
     await r.launch(a, b, bf16=bool(fcfg["mx"]), acc_f16=False)
-    await ClockCycles(dut.clk, int(os.environ.get("TCORE_RESET_AT", "200")))
+    await ClockCycles(dut.clk, handover().option("reset_at", 200))
     assert dut.busy.value == 1 and dut.done.value == 0, "the job ended before the reset"
     dut.rst.value = 1
     await ClockCycles(dut.clk, 2)
@@ -148,7 +108,7 @@ async def job(dut):
     t0 = time.perf_counter()
     d, cycles, beats = await r.run(np.empty((m, k), np.uint16), np.empty((k, n), np.uint16),
                                    bf16=bool(fcfg["mx"]), acc_f16=False,
-                                   progress=os.environ.get("TCORE_PROGRESS"), preloaded=True,
+                                   progress=handover().progress, preloaded=True,
                                    extra=fp4_extra_clocks(m, n, k))
-    np.savez(os.environ["TCORE_RESULT"], d=d, cycles=cycles, beats=beats,
+    np.savez(handover().result, d=d, cycles=cycles, beats=beats,
              gemm_cycles=dut.gemm_cycles.value.to_unsigned(), sim_s=time.perf_counter() - t0)

@@ -22,7 +22,6 @@ reads, and then checks the register file against the golden fragment that
 
 from __future__ import annotations
 
-import os
 
 import cocotb
 import numpy as np
@@ -31,11 +30,16 @@ from cocotb.triggers import FallingEdge
 
 from golden.wmma import Fragment, fill_fragment, load_matrix_sync, store_matrix_sync
 from numerics.fragments import KINDS
+from tb.handover import handover
 
 CLOCK_NS = 10
 MEM_BYTES = 8192
 KIND = {name: i for i, name in enumerate(KINDS)}
-FRAGS = int(os.environ.get("TCORE_FRAGS", "2"))     # fragments of each kind in the design
+def frags() -> int:
+    """Fragments of each kind that every port of the design under test addresses (its build
+    parameters)."""
+    h = handover()
+    return min(h.param("a_frags"), h.param("b_frags"), h.param("acc_frags"))
 
 
 class Bank:
@@ -165,7 +169,7 @@ CASES = [  # kind, fmt, layout, ldm
 
 @cocotb.test()
 async def loads_and_stores(dut):
-    rng = np.random.default_rng(int(os.environ.get("TCORE_SEED", "1")))
+    rng = np.random.default_rng(int(handover().option("seed", 1)))
     b = Bank(dut)
     await b.start()
     for kind, fmt, layout, ldm in CASES:
@@ -173,7 +177,7 @@ async def loads_and_stores(dut):
         f16 = fmt == "fp16" and kind == "accumulator"
         esz = 2 if fmt != "fp32" else 4
         addr = aligned(rng, MEM_BYTES - (15 * ldm + 16) * esz)
-        frag, port = int(rng.integers(0, FRAGS)), int(rng.integers(0, 2))
+        frag, port = int(rng.integers(0, frags())), int(rng.integers(0, 2))
         want = load_matrix_sync(Fragment.new(kind, fmt), mem, addr, ldm, layout)
         await b.load(mem, port, kind, frag, addr, ldm, layout.removeprefix("mem_"), f16)
         what = f"{kind} {fmt} {layout} ldm {ldm} addr {addr:#x} frag {frag} port {port}"
@@ -198,10 +202,10 @@ async def loads_and_stores(dut):
 @cocotb.test()
 async def dual_port_loads(dut):
     """A through port 0 and B through port 1 in the same clocks, into every fragment."""
-    rng = np.random.default_rng(int(os.environ.get("TCORE_SEED", "2")))
+    rng = np.random.default_rng(int(handover().option("seed", 2)))
     b = Bank(dut)
     await b.start()
-    for frag in range(FRAGS):
+    for frag in range(frags()):
         mem = rand_mem(rng)
         a_addr, b_addr = aligned(rng, 4096), 4096 + aligned(rng, 2048)
         lda, ldb = int(rng.choice([16, 32, 48])), int(rng.choice([16, 32, 48]))
@@ -219,12 +223,12 @@ async def dual_port_loads(dut):
 
 @cocotb.test()
 async def fill_and_writeback(dut):
-    rng = np.random.default_rng(int(os.environ.get("TCORE_SEED", "3")))
+    rng = np.random.default_rng(int(handover().option("seed", 3)))
     b = Bank(dut)
     await b.start()
     # fill_fragment: 16 entries, one per clock, of every kind; other fragments untouched.
     for kind, fmt in (("matrix_a", "fp16"), ("matrix_b", "bf16"), ("accumulator", "fp32")):
-        for frag in range(FRAGS):
+        for frag in range(frags()):
             value = int(rng.integers(0, 1 << (32 if fmt == "fp32" else 16)))
             for entry in range(16):
                 dut.fill__en.value = 1
@@ -238,7 +242,7 @@ async def fill_and_writeback(dut):
                         f"fill {kind} frag {frag}")
     # D write-back: random blocks in random order, then a store of each layout.
     for f16 in (False, True):
-        frag = int(rng.integers(0, FRAGS))
+        frag = int(rng.integers(0, frags()))
         d = rng.integers(0, 1 << 32, (16, 16), dtype=np.uint64).astype(np.uint32)
         if f16:
             d &= 0xFFFF

@@ -2,20 +2,19 @@
 
 Driver, monitor, model and checker are separate small classes.  Tests:
 
-* ``job``: runs the batch in ``$TCORE_JOB`` (a :class:`tb.beats.Job`) and writes D to
-  ``$TCORE_RESULT``; used by ``tcore verify`` and the silicon tests, which compare it.
+* ``job``: runs the batch in the hand-over's ``job`` file (:class:`tb.beats.Job`) and writes
+  D to its ``result`` file; used by ``tcore verify`` and the silicon tests, which compare it.
 * ``random_stalls``: random tiles in every mode with random valid/ready stalls on both sides.
 * ``throughput_latency``: with no stalls, a beat is accepted every clock and D leaves at the
   mode's rate, exactly ``latency`` (K=4) or ``latency + 3`` (K=16) clocks after the last beat.
 * ``reset_midstream``: a reset in the middle of a stream leaves no stale or X output.
 
-The design's latency comes from ``$TCORE_LATENCY``; stall probabilities from
-``$TCORE_STALL`` (job test); ``$TCORE_SEED`` seeds the random tests.
+The hand-over (:mod:`tb.handover`) gives the design's documented latency (option
+``latency``), the job test's stall probability (``stall``) and the random tests' ``seed``.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
@@ -26,6 +25,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden import mma, mma4
 from tb.beats import Job, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
+from tb.handover import handover
 
 CLOCK_NS = 10
 
@@ -144,22 +144,22 @@ async def run_job(h: Harness, job: Job) -> np.ndarray:
     return c
 
 
-def _env_int(name, default):
-    return int(os.environ.get(name, default))
+def _option(name, default):
+    return int(handover().option(name, default))
 
 
 @cocotb.test()
 async def job(dut):
-    """The batch in $TCORE_JOB, result to $TCORE_RESULT."""
-    stall = float(os.environ.get("TCORE_STALL", "0"))
-    h = Harness(dut, stall, stall, seed=_env_int("TCORE_SEED", 0))
+    """The batch in the hand-over's job file, D to its result file."""
+    stall = float(handover().option("stall", 0))
+    h = Harness(dut, stall, stall, seed=_option("seed", 0))
     await h.start()
     out = {}
-    for i, j in enumerate(load_jobs(os.environ["TCORE_JOB"])):
+    for i, j in enumerate(load_jobs(handover().job)):
         t0, c0 = time.perf_counter(), h.cycle
         out[f"d{i}"] = await run_job(h, j)
         out[f"cycles{i}"], out[f"sim_s{i}"] = h.cycle - c0, time.perf_counter() - t0
-    np.savez(os.environ["TCORE_RESULT"], **out)
+    np.savez(handover().result, **out)
 
 
 def random_tiles(rng, t, k, bf16, acc_f16):
@@ -186,7 +186,7 @@ def random_tiles(rng, t, k, bf16, acc_f16):
 @cocotb.test()
 async def random_stalls(dut):
     """Random tiles in K=16 and K=4 mode, all kernels, random stalls on both sides."""
-    seed = _env_int("TCORE_SEED", 1)
+    seed = _option("seed", 1)
     rng = np.random.default_rng(seed)
     h = Harness(dut, in_stall=0.3, out_stall=0.3, seed=seed)
     await h.start()
@@ -215,7 +215,7 @@ async def random_stalls(dut):
 @cocotb.test()
 async def throughput_latency(dut):
     """No stalls: one beat per clock in; D out at the mode's rate after the documented latency."""
-    latency = _env_int("TCORE_LATENCY", -1)
+    latency = _option("latency", -1)
     rng = np.random.default_rng(2)
     h = Harness(dut)
     await h.start()
@@ -290,13 +290,13 @@ async def groups_and_format_changes(dut):
     format (FP16 or BF16 in, FP32 or FP16 out), streamed back to back with random stalls on
     both sides, so that format changes meet beats of other formats in flight.  Each group is
     one block fused dot-add of its 4n products and C: ``golden.mma`` with K = 4n."""
-    seed = _env_int("TCORE_SEED", 4)
+    seed = _option("seed", 4)
     rng = np.random.default_rng(seed)
     h = Harness(dut, in_stall=0.25, out_stall=0.25, seed=seed)
     await h.start()
     kernels = [(False, False), (True, False), (False, True)]
     groups = []
-    for g in range(int(os.environ.get("TCORE_GROUPS", "64"))):
+    for g in range(_option("groups", 64)):
         nb = int(rng.integers(1, 5))
         bf16, acc_f16 = kernels[int(rng.integers(3))]
         a, b, c = random_tiles(rng, 1, 4 * nb, bf16, acc_f16)

@@ -11,17 +11,17 @@ whose read failed is not written), ``soft_reset`` (in mid-run, then a good run).
 
 from __future__ import annotations
 
-import os
 import random
 
 import cocotb
 import numpy as np
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, with_timeout
+from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiResp, AxiSlave
 
 from golden import mma
-from rtl.regmap import REGISTERS, ErrorCode
+from rtl.regmap import REGISTERS, ErrorCode, InFormat, register
+from tb.handover import handover
 
 CLOCK_NS = 10
 REG = {r.name: r.offset for r in REGISTERS}
@@ -56,7 +56,7 @@ class Memory:
 class Bench:
     def __init__(self, dut, pause: float = 0.3, mem_size: int = 1 << 20):
         self.dut = dut
-        seed = int(os.environ.get("TCORE_SEED", "1"))
+        seed = int(handover().option("seed", 1))
         self.rng = random.Random(seed)
         self.np_rng = np.random.default_rng(seed)
         dut._log.info(f"seed {seed}")
@@ -120,7 +120,8 @@ class Bench:
         for x, addr in (("A", a), ("B", b), ("C", c), ("D", d)):
             await self.reg_write(f"{x}_LO", addr & 0xFFFFFFFF)
             await self.reg_write(f"{x}_HI", addr >> 32)
-        await self.reg_write("FORMAT", int(bf16) | int(acc_f16) << 4 | int(c_given) << 8)
+        await self.reg_write("FORMAT", register("FORMAT").pack(
+            in_fmt=InFormat.BF16 if bf16 else InFormat.FP16, acc_f16=acc_f16, c_given=c_given))
 
     async def run(self, budget_clocks: int):
         """Start with the interrupt enabled; wait for irq (bounded); return STATUS.error."""
@@ -194,7 +195,7 @@ async def one_gemm(b: Bench, *, m, n, k, fmt="fp16", acc_f16=False, c_given=Fals
 
 
 def cases() -> list:
-    raw = os.environ.get("TCORE_SOC_CASES", "32x32x32:fp16:f32:c,16x48x32:bf16:f32:0,32x16x16:fp16:f16:c")
+    raw = handover().option("cases", "32x32x32:fp16:f32:c,16x48x32:bf16:f32:0,32x16x16:fp16:f16:c")
     out = []
     for spec in raw.split(","):
         shape, fmt, acc, c = spec.split(":")

@@ -1,8 +1,8 @@
 """cocotb bench for the warp WMMA unit (``rtl/wmma.py``: memory, fragment bank, sequencer,
 MMA4 core), scoreboarded against ``golden.wmma``.
 
-* ``job``: every tile of ``$TCORE_JOB`` goes memory -> load_matrix_sync -> mma_sync (K chained
-  in the accumulator fragment) -> store_matrix_sync -> memory; D to ``$TCORE_RESULT``.
+* ``job``: every tile of the hand-over's ``job`` file goes memory -> load_matrix_sync -> mma_sync (K chained
+  in the accumulator fragment) -> store_matrix_sync -> memory; D to its ``result`` file.
 * ``layouts_and_ldm``: all layouts (A, B row/col-major, C and D mem_row/mem_col) and several
   ldm values, random tiles, with random back-pressure on the responses; the memory after the
   RTL's store equals the memory after the golden WMMA API's load_matrix_sync / mma_sync /
@@ -15,13 +15,13 @@ MMA4 core), scoreboarded against ``golden.wmma``.
   the next program is bit-exact.
 
 Every test checks every response: one per command, with the command's tag and op, and the
-error flag only where a command is meant to be refused.  ``$TCORE_RESP_STALL`` (job test)
-holds ``resp.ready`` low at random.
+error flag only where a command is meant to be refused.  The hand-over (:mod:`tb.handover`)
+gives the memory size (the design's ``mem_words``), ``resp_stall`` (job test: ``resp.ready``
+low at random), ``mma_cycles`` (the documented mma_sync time) and ``seed``.
 """
 
 from __future__ import annotations
 
-import os
 import random
 import time
 
@@ -32,12 +32,19 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from golden import mma
 from golden.wmma import Fragment, load_matrix_sync, mma_sync, store_matrix_sync
+from rtl.wmma import WmmaCmd
 from tb import memh
 from tb.beats import load_jobs
-from tb.wmma_model import CMD_BITS, Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
+from tb.handover import handover
+from tb.images import unpack_struct
+from tb.wmma_model import Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
 
 CLOCK_NS = 10
-MEM_BYTES = int(os.environ.get("TCORE_MEM_WORDS", "16384")) * 16
+
+
+def mem_bytes() -> int:
+    """The memory of the design under test, in bytes (its build parameter)."""
+    return handover().param("mem_words") * 16
 
 
 class Warp:
@@ -154,8 +161,8 @@ def check_responses(cmds, resps, refused=()):
 
 
 def cmd_fields(word: int) -> dict:
-    """The tag and op of a command word (the inverse of ``cmd_word`` for these two)."""
-    return {"op": word & 3, "tag": (word >> (CMD_BITS - 8)) & 0xFF}
+    """A command word's fields (the inverse of ``cmd_word``, from the RTL's layout)."""
+    return unpack_struct(WmmaCmd, word)
 
 
 def tile_program(k, a_addr, lda, b_addr, ldb, c_addr, d_addr, ldc, *, bf16, acc_f16,
@@ -180,7 +187,7 @@ def tile_image(a, b, c, *, acc_f16, **layout):
     """The memory image of one tile (a 16xK, b Kx16, c 16x16 bits) and where each part sits:
     ``(mem, addrs, end)`` with addrs = dict(a, lda, b, ldb, c, d, ldc)."""
     k = a.shape[1]
-    mem = np.zeros(MEM_BYTES, np.uint8)
+    mem = np.zeros(mem_bytes(), np.uint8)
     lda = layout.get("lda", k if not layout.get("a_col") else 16)
     ldb = layout.get("ldb", 16 if not layout.get("b_col") else k)
     ldc = layout.get("ldc", 16)
@@ -250,16 +257,16 @@ async def run_tile(w: Warp, a, b, c, *, bf16, acc_f16, image=False, **layout):
 
 @cocotb.test()
 async def job(dut):
-    w = Warp(dut, resp_stall=float(os.environ.get("TCORE_RESP_STALL", "0")),
-             seed=int(os.environ.get("TCORE_SEED", "0")))
+    w = Warp(dut, resp_stall=float(handover().option("resp_stall", 0)),
+             seed=int(handover().option("seed", 0)))
     await w.start()
     out = {}
-    for i, j in enumerate(load_jobs(os.environ["TCORE_JOB"])):
+    for i, j in enumerate(load_jobs(handover().job)):
         t0, c0 = time.perf_counter(), w.cycle
         out[f"d{i}"] = np.stack([await run_tile(w, j.a[t], j.b[t], j.c[t], bf16=j.bf16, acc_f16=j.acc_f16)
                                  for t in range(j.a.shape[0])])
         out[f"cycles{i}"], out[f"sim_s{i}"] = w.cycle - c0, time.perf_counter() - t0
-    np.savez(os.environ["TCORE_RESULT"], **out)
+    np.savez(handover().result, **out)
 
 
 def _rand(rng, shape, fmt):
@@ -275,7 +282,7 @@ def _rand(rng, shape, fmt):
 @cocotb.test()
 async def layouts_and_ldm(dut):
     """Every memory layout and several leading dimensions, against the golden model."""
-    seed = int(os.environ.get("TCORE_SEED", "1"))
+    seed = int(handover().option("seed", 1))
     rng = np.random.default_rng(seed)
     w = Warp(dut, resp_stall=0.4, seed=seed)
     await w.start()
@@ -313,7 +320,7 @@ async def bad_ldm_and_alignment(dut):
     # All of memory holds a known pattern (loaded at once), the first 4 KiB written through
     # the host port; all of it is read back at the end, the top 512 bytes that the
     # out-of-range store aims at included.
-    image = np.random.default_rng(7).integers(0, 256, MEM_BYTES, dtype=np.uint8)
+    image = np.random.default_rng(7).integers(0, 256, mem_bytes(), dtype=np.uint8)
     await w.load_mem(0, image)
     marker = np.arange(4096, dtype=np.uint8)
     await w.write_mem(0, marker)
@@ -327,7 +334,7 @@ async def bad_ldm_and_alignment(dut):
         cmd_word(op=Op.LOAD, kind=1, frag=0, addr=16, ldm=16, tag=4),          # not 32-byte aligned
         cmd_word(op=Op.STORE, kind=2, frag=1, addr=48, ldm=16, tag=5),         # not aligned
         cmd_word(op=Op.STORE, kind=2, frag=1, addr=64, ldm=6, tag=6),          # ldm % 4
-        cmd_word(op=Op.STORE, kind=2, frag=1, addr=MEM_BYTES - 512, ldm=16, tag=7),  # out of range
+        cmd_word(op=Op.STORE, kind=2, frag=1, addr=mem_bytes() - 512, ldm=16, tag=7),  # out of range
         cmd_word(op=Op.LOAD, kind=0, frag=0, addr=0, ldm=0, tag=8),            # ldm 0
         cmd_word(op=Op.STORE, kind=0, frag=0, addr=0, ldm=16, tag=10),         # store of a matrix_a
         cmd_word(op=Op.MMA, frag=0, fa=1, fb=1, fc=0, tag=11),                 # a is not a matrix_a
@@ -337,7 +344,7 @@ async def bad_ldm_and_alignment(dut):
     # fragment 1 of the matrix bank must be a matrix_b for tag 11's check to be about fa.
     await w.run([cmd_word(op=Op.FILL, kind=1, frag=1, value=0, tag=14)])
     await w.run(bad, refused={1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13})
-    after = await w.dump_mem(0, MEM_BYTES)
+    after = await w.dump_mem(0, mem_bytes())
     diff = np.flatnonzero(after != image)
     assert diff.size == 0, f"a refused command wrote memory: {diff.size} bytes, first at {diff[0]}"
     # The accumulator fill survived the refused load into it.
@@ -350,7 +357,7 @@ async def bad_ldm_and_alignment(dut):
 async def back_to_back(dut):
     """Commands every clock: clocks per mma_sync, and loads overlapping it."""
     rng = np.random.default_rng(5)
-    mma_cycles = int(os.environ.get("TCORE_MMA_CYCLES", "-1"))
+    mma_cycles = int(handover().option("mma_cycles", -1))
     w = Warp(dut)
     await w.start()
     k = 64
@@ -382,7 +389,7 @@ async def back_to_back(dut):
 async def reset_midrun(dut):
     """Reset while a K=64 tile program runs (loads and an mma_sync in flight): no response and
     no memory write after it, and the next program, on other operands, is bit-exact."""
-    rng = np.random.default_rng(int(os.environ.get("TCORE_SEED", "6")))
+    rng = np.random.default_rng(int(handover().option("seed", 6)))
     w = Warp(dut)
     await w.start()
     k = 64

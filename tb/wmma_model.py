@@ -9,7 +9,11 @@ import enum
 
 import numpy as np
 
+from amaranth.lib import data
+
 from rtl.wmma import Op as _RtlOp
+from rtl.wmma import WmmaCmd, WmmaResp
+from tb.images import pack_struct, unpack_struct
 
 # The RTL's op codes as plain integers (``rtl.wmma.Op`` is an Amaranth enum of the port).
 Op = enum.IntEnum("Op", {op.name: op.value for op in _RtlOp})
@@ -17,27 +21,18 @@ Op = enum.IntEnum("Op", {op.name: op.value for op in _RtlOp})
 __all__ = ["Op", "cmd_word", "resp_fields", "words_of", "bytes_of", "put_matrix", "get_matrix", "KIND", "CMD_BITS"]
 
 KIND = {"matrix_a": 0, "matrix_b": 1, "accumulator": 2}
-_FIELDS = [("op", 2), ("kind", 2), ("col_major", 1), ("bf16", 1), ("acc_f16", 1), ("frag", 3),
-           ("fa", 3), ("fb", 3), ("fc", 3), ("addr", 32), ("ldm", 16), ("value", 32), ("tag", 8)]
-CMD_BITS = sum(w for _, w in _FIELDS)
+CMD_BITS = data.Layout.cast(WmmaCmd).size
 
 
 def cmd_word(**fields) -> int:
-    """Pack a :class:`rtl.wmma.WmmaCmd` into an integer (LSB first, as the Verilog port)."""
-    word, pos = 0, 0
-    for name, width in _FIELDS:
-        v = int(fields.pop(name, 0))
-        if v >> width:
-            raise ValueError(f"{name}={v} does not fit in {width} bits")
-        word |= v << pos
-        pos += width
-    if fields:
-        raise ValueError(f"unknown command fields {sorted(fields)}")
-    return word
+    """Pack a :class:`rtl.wmma.WmmaCmd` into an integer (LSB first, as the Verilog port), from
+    the RTL's own layout; fields not given are 0."""
+    return pack_struct(WmmaCmd, **fields)
 
 
 def resp_fields(word: int) -> dict:
-    return {"tag": word & 0xFF, "op": (word >> 8) & 3, "error": (word >> 10) & 1}
+    """A :class:`rtl.wmma.WmmaResp` port word as its fields."""
+    return unpack_struct(WmmaResp, word)
 
 
 def words_of(mem: np.ndarray) -> list[int]:

@@ -14,4 +14,4 @@ TESTS = ["loads_and_stores", "dual_port_loads", "fill_and_writeback", "read_timi
 def test_fragments_bench(sim):
     params = LINT_PARAMS["fragments"]
     run_bench(sim, "fragments", "tb.fragments_bench", TESTS, params=params,
-              env={"TCORE_FRAGS": str(params["a_frags"])}, quiet=True)
+              quiet=True)

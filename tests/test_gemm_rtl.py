@@ -24,12 +24,12 @@ GEMM_FILES = sorted(p.name for p in SILICON.glob("h200_matmulT_*.npz"))
 def test_gemm_bench_random(sim):
     tests = ["random_gemms", "reset_midrun"] if sim == "verilator" else ["random_gemms"]
     run_bench(sim, "gemm", "tb.gemm_bench", tests, params=gemm_params(1),
-              env={"TCORE_CORES": "1"}, quiet=True)
+              quiet=True)
 
 
 def test_gemm_bench_random_two_cores():
     run_bench("verilator", "gemm", "tb.gemm_bench", ["random_gemms", "reset_midrun"],
-              params=gemm_params(2), env={"TCORE_CORES": "2"}, quiet=True)
+              params=gemm_params(2), quiet=True)
 
 
 @pytest.mark.parametrize("cores,floor", [(1, 0.97), (2, 0.95)])

@@ -25,7 +25,7 @@ LATENCY = MMA4.latency_of(DEFAULT_PARAMS["stages"])
 def test_bench_random_stalls_throughput_reset(sim):
     run_bench(sim, "mma4", "tb.mma4_bench",
               ["random_stalls", "throughput_latency", "reset_midstream", "groups_and_format_changes"],
-              params=DEFAULT_PARAMS, env={"TCORE_LATENCY": str(LATENCY), "TCORE_SEED": "11"},
+              params=DEFAULT_PARAMS, options={"latency": LATENCY, "seed": 11},
               quiet=True)
 
 
@@ -33,7 +33,7 @@ def test_bench_has_teeth_on_latency():
     """The throughput/latency check fails when told a latency the core does not have."""
     with pytest.raises(SimError, match="throughput_latency"):
         run_bench("verilator", "mma4", "tb.mma4_bench", "throughput_latency", params=DEFAULT_PARAMS,
-                  env={"TCORE_LATENCY": str(LATENCY + 1)}, quiet=True)
+                  options={"latency": LATENCY + 1}, quiet=True)
 
 
 # (file, tiles) per simulator: Verilator takes volume, Icarus (~200 beats/s) a few tiles.
@@ -50,8 +50,8 @@ def test_every_pipeline_depth_on_icarus(stages):
     """The depths the bench default (2) does not build: the documented latency (4 + stages,
     +3 fused) exactly, and groups of every length with format changes, bit-exact."""
     run_bench("icarus", "mma4", "tb.mma4_bench", ["throughput_latency", "groups_and_format_changes"],
-              params={"stages": stages}, env={"TCORE_LATENCY": str(MMA4.latency_of(stages)),
-                                               "TCORE_GROUPS": "40"}, quiet=True)
+              params={"stages": stages}, options={"latency": MMA4.latency_of(stages),
+                                                   "groups": 40}, quiet=True)
 
 
 @pytest.mark.parametrize("kernel", ["f16_f32", "bf16_f32", "f16_f16"])
@@ -95,15 +95,28 @@ def test_other_pipeline_depths_on_amaranth(stages):
 
 
 def test_verify_cli_with_waves_names_the_waveform(capsys):
-    from sim.cli import main
-    code = main(["verify", str(SILICON / "h200_ints.npz"), "--backend", "icarus", "--tiles", "1",
-                 "--kernel", "f16_f32", "--waves"])
-    out = capsys.readouterr().out
-    assert code == 0 and out.strip().splitlines()[-1] == "checked 256 mismatches 0"
-    line = next(l for l in out.splitlines() if l.startswith("waveform: "))
+    """The waveform is named after the run, moved out of the build folder, never overwritten by
+    the next run, and named (with its size) in the summary."""
     from pathlib import Path
-    wave = Path(line.split(": ", 1)[1])
-    assert wave.suffix in (".fst", ".vcd") and wave.stat().st_size > 1000
+
+    from sim.cli import main
+    runs = []
+    for _ in range(2):
+        code = main(["verify", str(SILICON / "h200_ints.npz"), "--backend", "icarus", "--tiles",
+                     "1", "--kernel", "f16_f32", "--waves"])
+        out = capsys.readouterr().out
+        assert code == 0 and out.strip().splitlines()[-1] == "checked 256 mismatches 0"
+        line = next(l for l in out.splitlines() if l.startswith("waveform: "))
+        path, note = line.split(": ", 1)[1].rsplit(" (", 1)
+        runs.append(Path(path))
+        assert note.endswith("MB)")
+    first, second = runs
+    assert first.name == "h200_ints-f16_f32-core-icarus.fst" or first.name.startswith(
+        "h200_ints-f16_f32-core-icarus-")
+    assert second != first and first.exists() and second.exists()
+    assert second.parent.name == "waves" and second.stat().st_size > 1000
+    for p in runs:
+        p.unlink()
 
 
 def test_verify_rtl_refuses_other_arch(capsys):

@@ -76,12 +76,103 @@ def test_gemm_bench_fails_on_a_lost_done():
     with pytest.raises(SimError, match="random_gemms.*done did not rise within 100 clocks"):
         run_bench("verilator", "gemm", "tb.gemm_bench", "random_gemms",
                   params=gemm_params(1),
-                  env={"TCORE_CLOCK_BUDGET": "100"}, quiet=True)
+                  options={"clock_budget": 100}, quiet=True)
 
 
 def test_amaranth_gemm_fails_on_a_lost_done(monkeypatch):
     from sim.gemm import run_gemm
-    monkeypatch.setenv("TCORE_CLOCK_BUDGET", "20")
+    import tb.images
+    monkeypatch.setattr(tb.images, "clock_budget", lambda *args, **kw: 20)
     a = np.full((16, 16), 0x3C00, np.uint16)
     with pytest.raises(SimError, match="done did not rise within 20 clocks"):
         run_gemm("amaranth", a, a)
+
+
+def test_build_root_outside_a_checkout_is_a_user_cache(tmp_path, monkeypatch):
+    """A plain pip install (no pyproject.toml beside the package) builds in the user's cache,
+    not in site-packages; TCORE_BUILD wins over both."""
+    from sim import runner
+    monkeypatch.delenv("TCORE_BUILD", raising=False)
+    assert runner.build_root() == runner.ROOT / "build"          # this checkout
+    monkeypatch.setattr(runner, "ROOT", tmp_path / "site-packages")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert runner.build_root() == tmp_path / "cache" / "tcore"
+    monkeypatch.setenv("TCORE_BUILD", str(tmp_path / "mine"))
+    assert runner.build_root() == tmp_path / "mine"
+
+
+def test_keep_waves_never_overwrites(tmp_path, monkeypatch):
+    from sim import runner
+    monkeypatch.setenv("TCORE_BUILD", str(tmp_path))
+    kept = []
+    for i in range(3):
+        src = tmp_path / "bdir" / "dump.fst"
+        src.parent.mkdir(exist_ok=True)
+        src.write_bytes(bytes([i]) * 10)
+        kept.append(runner.keep_waves(src, "gemm-16x16x16 seed1"))
+        assert not src.exists()
+    assert [p.name for p in kept] == ["gemm-16x16x16_seed1.fst", "gemm-16x16x16_seed1-2.fst",
+                                      "gemm-16x16x16_seed1-3.fst"]
+    assert [p.read_bytes()[0] for p in kept] == [0, 1, 2]
+    assert runner.keep_waves(tmp_path / "none.vcd", "x") is None
+
+
+def test_build_progress_counts_objects(tmp_path):
+    """The C++ progress line counts the objects of Verilator's make lists that this build
+    wrote, out of all of them."""
+    import time
+
+    from sim.runner import _CompileWatch
+    (tmp_path / "Vtop_classes.mk").write_text(
+        "VM_CLASSES_FAST += \\\n  Vtop_a \\\n  Vtop_b \\\n\nVM_GLOBAL_FAST += \\\n  verilated \\\n\n")
+    (tmp_path / "Vtop.mk").write_text("VM_USER_CLASSES = \\\n  verilator \\\n\n"
+                                      "VM_USER_DIR = \\\n  . \\\n\n")
+    w = _CompileWatch("verilator", tmp_path, "x", print)
+    assert w._objects() == (0, 4)
+    (tmp_path / "Vtop_a.o").write_text("")
+    (tmp_path / "verilator.o").write_text("")
+    old = tmp_path / "Vtop_b.o"
+    old.write_text("")
+    t = time.time() - 3600
+    import os
+    os.utime(old, (t, t))            # left by an earlier build: not this build's work
+    assert w._objects() == (2, 4)
+
+
+def test_build_prints_its_phases(tmp_path, monkeypatch):
+    """A build that does work says so, phase by phase, on its ``say`` callable; an up-to-date
+    build says nothing."""
+    from sim.runner import build
+    monkeypatch.setenv("TCORE_BUILD", str(tmp_path))
+    lines = []
+    build("icarus", "axilregs", say=lines.append)
+    assert lines[0] == "axilregs: elaborating (Amaranth -> Verilog) ..."
+    assert lines[1].startswith("axilregs: elaborated in ") and lines[1].endswith(" s"), lines
+    lines.clear()
+    build("icarus", "axilregs", say=lines.append)
+    assert lines == []
+
+
+def test_handover_round_trip_and_missing_parameter(tmp_path):
+    """The one hand-over: what run_bench saves is what a bench reads; a build parameter the
+    design was not built with is an error naming it, never a copied default."""
+    from tb.handover import Handover
+    h = Handover(design="wmma", params={"mem_words": 32768, "stages": 2}, job="j.npz",
+                 options={"seed": 5, "resp_stall": 0.25})
+    h.save(tmp_path / "h.json")
+    back = Handover.load(tmp_path / "h.json")
+    assert back == h and back.param("mem_words") == 32768 and back.option("seed") == 5
+    assert back.option("stall", 0.0) == 0.0
+    with pytest.raises(KeyError, match="no build parameter 'cores'"):
+        back.param("cores")
+
+
+def test_benches_read_no_tcore_environment():
+    """Benches take parameters from the hand-over only: no TCORE_* variable is read in tb/
+    (the memory hooks' plusargs are the Verilog's, passed on the simulator's command line)."""
+    import re
+    from pathlib import Path
+    tb = Path(__file__).resolve().parent.parent / "tb"
+    for f in sorted(tb.glob("*.py")):
+        text = f.read_text()
+        assert not re.search(r"os\.environ|getenv", text.replace('os.environ.get(ENV)', '')), f.name

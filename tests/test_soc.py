@@ -17,10 +17,10 @@ def test_soc_bench_verilator():
 @pytest.mark.parametrize("width", [32, 64])
 def test_soc_narrow_data_bus(width):
     run_bench("verilator", "soc", "tb.soc_bench", ["gemms"], params={"data_width": width},
-              env={"TCORE_SOC_CASES": "16x32x32:fp16:f32:c,32x16x16:bf16:f32:0"}, quiet=True)
+              options={"cases": "16x32x32:fp16:f32:c,32x16x16:bf16:f32:0"}, quiet=True)
 
 
 @pytest.mark.slow
 def test_soc_bench_icarus():
     run_bench("icarus", "soc", "tb.soc_bench", ["gemms", "bad_configs"], params={},
-              env={"TCORE_SOC_CASES": "16x16x32:fp16:f32:c"}, quiet=True)
+              options={"cases": "16x16x32:fp16:f32:c"}, quiet=True)

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from golden.silicon import load, problem
-from sim.core import PATHS, bench_env, run_many, run_through
+from sim.core import PATHS, bench_options, run_many, run_through
 from sim.runner import SimError, run_bench
 
 from .conftest import SILICON
@@ -18,21 +18,21 @@ SIMS = ["verilator", "icarus"]
 def test_wmma_bench(sim):
     tests = ["layouts_and_ldm", "bad_ldm_and_alignment", "back_to_back"]
     run_bench(sim, "wmma", "tb.wmma_bench", tests + (["reset_midrun"] if sim == "verilator" else []),
-              params=PATHS["wmma"][2], env=bench_env("wmma"), quiet=True)
+              params=PATHS["wmma"][2], options=bench_options("wmma"), quiet=True)
 
 
 @pytest.mark.slow
 def test_wmma_reset_midrun_on_icarus():
     """The reset test on Icarus, where X after a reset would show (40 s of simulation)."""
     run_bench("icarus", "wmma", "tb.wmma_bench", "reset_midrun", params=PATHS["wmma"][2],
-              env=bench_env("wmma"), quiet=True)
+              options=bench_options("wmma"), quiet=True)
 
 
 def test_wmma_bench_checks_documented_mma_cycles():
-    env = {**bench_env("wmma"), "TCORE_MMA_CYCLES": str(int(bench_env("wmma")["TCORE_MMA_CYCLES"]) - 1)}
+    options = {"mma_cycles": bench_options("wmma")["mma_cycles"] - 1}
     with pytest.raises(SimError, match="back_to_back"):
         run_bench("verilator", "wmma", "tb.wmma_bench", "back_to_back", params=PATHS["wmma"][2],
-                  env=env, quiet=True)
+                  options=options, quiet=True)
 
 
 CASES = {

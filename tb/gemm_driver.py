@@ -1,0 +1,103 @@
+"""The GEMM top's cocotb driver (no tests of its own): reset, preload A and B through the
+memory hook, launch with a ``GemmConfig`` packed from the RTL's layout, wait for ``done``
+within a clock budget, read D once.  Used by ``tb.gemm_bench`` and ``tb.fp4_bench``."""
+
+from __future__ import annotations
+
+import cocotb
+import numpy as np
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge, Timer
+
+from tb import memh
+from tb.handover import handover
+from tb.images import cfg_word, clock_budget, gemm_layout as layout
+
+__all__ = ["CLOCK_NS", "GemmRunner", "random_operands"]
+
+CLOCK_NS = 10
+class GemmRunner:
+    def __init__(self, dut):
+        self.dut = dut
+
+    async def start(self):
+        d = self.dut
+        # The clock runs in the simulator interface (C++), not as a Python coroutine: the RTL
+        # then runs with no Python on its clock edges.
+        cocotb.start_soon(Clock(d.clk, CLOCK_NS, unit="ns", impl="gpi").start())
+        d.start.value = 0
+        d.host_we.value = 0
+        d.rst.value = 1
+        await ClockCycles(d.clk, 2)
+        d.rst.value = 0
+
+    async def peek(self, base, nwords) -> np.ndarray:
+        """Read words base.. at once through the memory dump hook (``tb.memh``)."""
+        return await memh.dump(self.dut, base, nwords)
+
+    async def preload(self, a, b, acc_f16):
+        """Put A and B into the memory at once through the load hook (``tb.memh``); the
+        design must be idle."""
+        m, k = a.shape
+        a_base, b_base, _, _ = layout(m, b.shape[1], k, acc_f16)
+        assert b_base == a_base + a.size * 2 // 16
+        await memh.load(self.dut, a_base, np.concatenate([
+            np.ascontiguousarray(a).view(np.uint8).reshape(-1),
+            np.ascontiguousarray(b).view(np.uint8).reshape(-1)]))
+        await RisingEdge(self.dut.clk)
+
+    async def launch(self, a, b, *, bf16, acc_f16):
+        """Set cfg for A (M x K) and B (K x N) at the standard layout and pulse start."""
+        d = self.dut
+        m, k = a.shape
+        n = b.shape[1]
+        a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
+        d.cfg.value = cfg_word(tiles_m=m // 16, tiles_n=n // 16, steps=k // 16, a_base=a_base,
+                               b_base=b_base, d_base=d_base, bf16=bf16, acc_f16=acc_f16)
+        await RisingEdge(d.clk)
+        d.start.value = 1
+        await RisingEdge(d.clk)
+        d.start.value = 0
+
+    async def run(self, a, b, *, bf16, acc_f16, progress=None, chunk=1024, preloaded=False,
+                  budget=None, extra=0):
+        """Run a GEMM and return (D, cycles, beats); fail if ``done`` has not risen within
+        ``budget`` clocks (default :func:`clock_budget`, ``extra`` added)."""
+        d = self.dut
+        m, k = a.shape
+        n = b.shape[1]
+        a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
+        h = handover()
+        if budget is None:
+            budget = clock_budget(m, n, k, h.param("cores"), extra, h.option("clock_budget"))
+        if not preloaded:
+            await self.preload(a, b, acc_f16)
+        await self.launch(a, b, bf16=bf16, acc_f16=acc_f16)
+        total = (m // 16) * (n // 16)
+        waited = 0
+        while True:
+            # A timer, not ClockCycles: no Python runs on the clock edges in between.
+            step = max(1, min(chunk, budget - waited))
+            await Timer(step * CLOCK_NS, unit="ns")
+            waited += step
+            if progress:
+                with open(progress, "w") as f:
+                    f.write(f"{d.tiles_done.value.to_unsigned()} {total} {d.cycles.value.to_unsigned()}\n")
+            if not d.done.value.is_resolvable:
+                raise AssertionError(f"X or Z on done {waited} clocks after start: {d.done.value}")
+            if d.done.value == 1:
+                break
+            if waited >= budget:
+                raise AssertionError(
+                    f"done did not rise within {budget} clocks of start ({m}x{n}x{k} GEMM, "
+                    f"{d.tiles_done.value} of {total} tiles stored, busy={d.busy.value})")
+        out = (await self.peek(d_base, end - d_base)).view(np.uint16 if acc_f16 else np.uint32).reshape(m, n)
+        return out, d.cycles.value.to_unsigned(), d.beats.value.to_unsigned()
+
+
+def random_operands(rng, m, n, k, fmt):
+    import ml_dtypes
+    conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
+    a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
+    b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
+    return a, b
