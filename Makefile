@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SIM    ?= verilator
 PYTEST_ARGS ?=
 
-.PHONY: venv sim test test-all lint formal bench verilog synth plots clean
+.PHONY: venv sim soc-demo test test-all lint formal bench verilog synth plots clean
 
 venv: $(STAMP)
 
@@ -21,6 +21,12 @@ $(STAMP): pyproject.toml
 # WAVES=1 dumps a waveform), checked bit for bit against the golden model.
 sim: $(STAMP)
 	$(BIN)/tcore gemm --m 128 --n 128 --k 128 --format fp16 --acc f32 --seed 1 --backend $(SIM)
+
+# The SoC block with its plain Verilog testbench (no cocotb): tcore writes soc.v, tb_soc.v and
+# the operands' hex files, Icarus runs the testbench, and D is compared with the golden model
+# bit for bit.
+soc-demo: $(STAMP)
+	$(BIN)/python -m sim.soc_demo
 
 # make test: everything but the slow tests (pyproject's addopts leave them out); make test-all:
 # the slow ones too.  Both print the ten slowest tests.

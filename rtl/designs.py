@@ -63,6 +63,7 @@ SYNTH_PARAMS = {
     "wmma": {"mem_words": 4096, "stages": 2},
     "fp4dec": {"lanes": 16},
     "fp4gemm": {"cores": 1, "mem_words": 4096, "stages": 2},
+    "soc": {"cores": 1, "data_width": 128},
 }
 
 

@@ -34,6 +34,7 @@ def cmd_verify(args) -> int:
     from sim.backends import RTL_BACKENDS, RTL_KERNELS, BackendError, run_tiles
     from sim.gemm import run_gemm
     from sim.runner import SimError
+    from sim.soc import run_soc
 
     arch = get_arch(args.arch)
     rtl = args.backend in RTL_BACKENDS
@@ -53,6 +54,9 @@ def cmd_verify(args) -> int:
     if args.kernel != "all" and refuse(args.kernel):
         raise CliError(refuse(args.kernel))
     _refuse_golden_options(args, (("--waves", args.waves), ("--through", args.through)))
+    if args.through == "soc" and args.backend == "amaranth":
+        raise CliError("--through soc runs on --backend verilator or icarus (the soc design is too "
+                       "large for Amaranth's simulator)")
     # Read and validate every file before running anything: a bad file fails fast.
     jobs = []
     for path in args.files:
@@ -87,14 +91,23 @@ def cmd_verify(args) -> int:
         k = prob.kernel
         # A whole GEMM on an RTL backend runs on the GEMM top, unless a tile path is asked for
         # or only some tiles are (the GEMM top computes every tile).
-        whole = prob.gemm is not None and rtl and (args.through == "gemm" or
+        whole = prob.gemm is not None and rtl and (args.through in ("gemm", "soc") or
                                                    (args.through is None and args.tiles is None))
-        if whole and np.any(data[k.c_key] != 0):
+        if whole and args.through != "soc" and np.any(data[k.c_key] != 0):
             print(f"{Path(path).name}: C is not zero (the GEMM top computes matmulT's A*B): "
                   "running its tiles through the core")
             whole = False
         try:
-            if whole:
+            if whole and args.through == "soc":
+                if arch.name != "hopper":
+                    raise BackendError(f"the RTL implements the Hopper arithmetic only, not --arch {arch.name}")
+                # The AXI memory holds A, B and C; D = A*B + C on the soc design.
+                d, info = run_soc(args.backend, data["a"], data["b"], data[k.c_key],
+                                  in_fmt=k.in_fmt, out_fmt=k.out_fmt,
+                                  waves=args.waves and f"{Path(path).stem}-{k.name}-soc-{args.backend}")
+                got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)
+                got = got.reshape(-1, 16, 16)[:len(prob.c)]
+            elif whole:
                 if arch.name != "hopper":
                     raise BackendError(f"the RTL implements the Hopper arithmetic only, not --arch {arch.name}")
                 d, info = run_gemm(args.backend, data["a"], data["b"], in_fmt=k.in_fmt,
@@ -134,8 +147,11 @@ def _check_rtl_shapes(prob, path, through):
         raise CliError(f"{path}: the RTL computes 16x16 output tiles; this file's tiles are {m}x{n}")
     if k % 16:
         raise CliError(f"{path}: the RTL runs K in steps of 16; K = {k} is not a multiple of 16")
-    if through == "gemm" and prob.gemm is None:
-        raise CliError(f"{path}: --through gemm runs whole-GEMM files (a is M x K); this is a tile file")
+    if through in ("gemm", "soc") and prob.gemm is None:
+        raise CliError(f"{path}: --through {through} runs whole-GEMM files (a is M x K); this is "
+                       "a tile file")
+    if through == "soc" and prob.kernel.in_fmt not in ("fp16", "bf16"):
+        raise CliError(f"{path}: --through soc runs the FP16 and BF16 kernels, not {prob.kernel.name}")
 
 
 # -- gemm -----------------------------------------------------------------------------------------
@@ -445,8 +461,10 @@ def cmd_verilog(args) -> int:
         if name not in DESIGNS:
             raise CliError(f"unknown design {name!r}; designs: {', '.join(sorted(DESIGNS))}")
     asked = {"cores": args.cores, "stages": args.stages,
-             "mem_words": None if args.mem_kib is None else args.mem_kib * 1024 // 16}
-    flags = {"cores": "--cores", "stages": "--stages", "mem_words": "--mem-kib"}
+             "mem_words": None if args.mem_kib is None else args.mem_kib * 1024 // 16,
+             "data_width": args.data_width}
+    flags = {"cores": "--cores", "stages": "--stages", "mem_words": "--mem-kib",
+             "data_width": "--data-width"}
     if args.mem_kib is not None and (args.mem_kib < 1 or args.mem_kib & (args.mem_kib - 1)):
         raise CliError(f"--mem-kib must be a power of two, not {args.mem_kib}")
     builds = []
@@ -474,6 +492,11 @@ def cmd_verilog(args) -> int:
         path.write_text(to_verilog(name, header=True, **params))
         print(f"wrote {path}  ({', '.join(f'{k}={v}' for k, v in sorted(params.items())) or 'defaults'})",
               flush=True)
+        if name == "soc":           # and the plain Verilog testbench that drives it
+            from sim.soc_demo import testbench
+            tb = out / "tb_soc.v"
+            tb.write_text(testbench(params.get("data_width", 128), params.get("addr_width", 32)))
+            print(f"wrote {tb}  (plain Verilog testbench: see its header; make soc-demo runs it)")
     return EXIT_OK
 
 
@@ -637,9 +660,10 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--kernel", default="all", choices=[*KERNEL_NAMES, "all"],
                    help="the d_<kernel> array to check (default: every one the file has)")
     v.add_argument("--backend", default="golden", choices=["golden", "amaranth", "icarus", "verilator"])
-    v.add_argument("--through", default=None, choices=["core", "wmma", "gemm"],
+    v.add_argument("--through", default=None, choices=["core", "wmma", "gemm", "soc"],
                    help="RTL path: tiles straight into the MMA core (the default, but for whole "
-                        "GEMMs without --tiles), memory -> WMMA ops -> memory, or the GEMM top")
+                        "GEMMs without --tiles), memory -> WMMA ops -> memory, the GEMM top, or "
+                        "the AXI SoC block (whole GEMMs, C included)")
     v.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
     v.add_argument("--tiles", type=int, default=None, metavar="N",
                    help="only the first N tiles (16x16 output tiles of a whole GEMM)")
@@ -680,6 +704,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--stages", type=int, default=None, help="pipeline stages of the MMA4 core(s)")
     g.add_argument("--mem-kib", type=int, default=None, metavar="KIB",
                    help="working memory of wmma, gemm, fp4gemm in KiB (a power of two)")
+    g.add_argument("--data-width", type=int, default=None, metavar="BITS",
+                   help="AXI4 data width of soc: 32, 64 or 128 (soc also gets tb_soc.v, a plain "
+                        "Verilog testbench)")
     g.set_defaults(func=cmd_verilog)
 
     pr = sub.add_parser("probe", help="capture this machine's GPU tensor-core results (needs nvcc and a GPU)")

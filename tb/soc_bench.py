@@ -6,7 +6,11 @@ channels pauses at random.  D is checked bit for bit against the golden model
 Tests: ``gemms`` (several sizes, leading dimensions, FP16/BF16, FP32/FP16 accumulators, C given
 or zero), ``bad_configs`` (each refused with its code, no AXI request at all), ``read_error`` and
 ``write_error`` (SLVERR from the memory: the run stops with the code, nothing hangs, the tile
-whose read failed is not written), ``soft_reset`` (in mid-run, then a good run).
+whose read failed is not written), ``decode_errors`` (DECERR on a read and on a write, each with
+its own code), ``soft_reset`` (in mid-run, then a good run).  ``job`` runs the GEMM of the
+hand-over's job file (A, B, C bits and formats; the channels pause with the ``pause`` option)
+and writes D, STATUS.error and the cycle count to its result file (``tcore verify --through
+soc``).
 """
 
 from __future__ import annotations
@@ -72,6 +76,18 @@ class Bench:
                      self.axi.read_if.ar_channel, self.axi.read_if.r_channel]
             for ch in chans:
                 ch.set_pause_generator(pauses(random.Random(self.rng.random()), pause))
+        # The memory answers a failed access with SLVERR; with ``decode_errors`` set, with DECERR
+        # (an address no slave decodes), on the read data and the write response channels.
+        self.decode_errors = False
+        for ch in (self.axi.read_if.r_channel, self.axi.write_if.b_channel):
+            ch.send = self._as_decerr(ch.send, "rresp" if ch is self.axi.read_if.r_channel else "bresp")
+
+    def _as_decerr(self, send, field):
+        async def wrapped(tr):
+            if self.decode_errors and getattr(tr, field) == AxiResp.SLVERR:
+                setattr(tr, field, AxiResp.DECERR)
+            await send(tr)
+        return wrapped
 
     async def start(self):
         dut = self.dut
@@ -310,3 +326,61 @@ async def soft_reset(dut):
         raise AssertionError("still busy 5000 clocks after a soft reset")
     assert int(dut.irq.value) == 0 and await b.reg_read("STATUS") == 0
     await one_gemm(b, m=16, n=32, k=32)
+
+
+@cocotb.test()
+async def decode_errors(dut):
+    """DECERR on a read ends the run with READ_DECERR, on a write with WRITE_DECERR; a soft
+    reset clears the code and the next run is bit-exact."""
+    b = Bench(dut)
+    await b.start()
+    b.decode_errors = True
+    m = n = k = 16
+    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, "fp16", False, False)
+    b.put(0x1000, a_bits, k)
+    b.put(0x2000, b_bits, n)
+    b.mem.bad_read = range(0x2000, 0x2010)                  # B's first row
+    await b.program(m=m, n=n, k=k, a=0x1000, b=0x2000, c=0, d=0x8000, lda=k, ldb=n, ldc=n, ldd=n)
+    assert await b.run(budget(m, n, k)) == ErrorCode.READ_DECERR
+    b.mem.bad_read = range(0)
+    b.mem.bad_write = range(0x8000, 0x8004)
+    await b.reg_write("CTRL", 0b100)
+    await ClockCycles(dut.clk, 4)
+    assert await b.run(budget(m, n, k)) == ErrorCode.WRITE_DECERR
+    b.mem.bad_write = range(0)
+    await b.reg_write("CTRL", 0b100)
+    await ClockCycles(dut.clk, 4)
+    assert (await b.reg_read("STATUS")) >> 4 == 0
+    await one_gemm(b, m=16, n=16, k=16)
+
+
+@cocotb.test()
+async def job(dut):
+    """The GEMM in the hand-over's job file through the AXI memory; D to its result file."""
+    import time
+    h = handover()
+    with np.load(h.job) as z:
+        a_bits, b_bits, c_bits = z["a"], z["b"], z["c"]
+        bf16, acc_f16, c_given = bool(z["bf16"]), bool(z["acc_f16"]), bool(z["c_given"])
+    m, k = a_bits.shape
+    n = b_bits.shape[1]
+    es = 2 if acc_f16 else 4
+
+    def after(addr, nbytes):                # the next 4 KiB page after an operand
+        return (addr + nbytes + 0xFFF) & ~0xFFF
+    base_a = 0x1000
+    base_b = after(base_a, m * k * 2)
+    base_c = after(base_b, k * n * 2)
+    base_d = after(base_c, m * n * es)
+    b = Bench(dut, pause=float(h.option("pause", 0.0)), mem_size=after(base_d, m * n * es))
+    await b.start()
+    b.put(base_a, a_bits, k)
+    b.put(base_b, b_bits, n)
+    b.put(base_c, c_bits, n)
+    await b.program(m=m, n=n, k=k, a=base_a, b=base_b, c=base_c, d=base_d, lda=k, ldb=n, ldc=n,
+                    ldd=n, bf16=bf16, acc_f16=acc_f16, c_given=c_given)
+    t0 = time.perf_counter()
+    err = await b.run(budget(m, n, k))
+    cycles = await b.reg_read("CYCLES_LO") | (await b.reg_read("CYCLES_HI")) << 32
+    got = b.get(base_d, m, n, n, np.uint16 if acc_f16 else np.uint32)
+    np.savez(h.result, d=got, error=err, cycles=cycles, sim_s=time.perf_counter() - t0)

@@ -187,7 +187,6 @@ def tile_image(a, b, c, *, acc_f16, **layout):
     """The memory image of one tile (a 16xK, b Kx16, c 16x16 bits) and where each part sits:
     ``(mem, addrs, end)`` with addrs = dict(a, lda, b, ldb, c, d, ldc)."""
     k = a.shape[1]
-    mem = np.zeros(mem_bytes(), np.uint8)
     lda = layout.get("lda", k if not layout.get("a_col") else 16)
     ldb = layout.get("ldb", 16 if not layout.get("b_col") else k)
     ldc = layout.get("ldc", 16)
@@ -198,6 +197,8 @@ def tile_image(a, b, c, *, acc_f16, **layout):
     c_addr = (b_addr + b_bytes + 31) // 32 * 32
     esz = 2 if acc_f16 else 4
     d_addr = c_addr + (16 * ldc * esz + 31) // 32 * 32
+    end = (d_addr + 16 * ldc * esz + 15) // 16 * 16
+    mem = np.zeros(end, np.uint8)
     for row in range(16):              # A: 16 x K
         line = a[row] if not layout.get("a_col") else None
         if line is not None:
@@ -212,7 +213,6 @@ def tile_image(a, b, c, *, acc_f16, **layout):
         for col in range(16):
             mem[b_addr + col * ldb * 2:b_addr + col * ldb * 2 + 2 * k] = np.ascontiguousarray(b[:, col]).view(np.uint8)
     put_matrix(mem, c_addr, c, ldc, layout.get("c_col", False))
-    end = (d_addr + 16 * ldc * esz + 15) // 16 * 16
     return mem, dict(a=a_addr, lda=lda, b=b_addr, ldb=ldb, c=c_addr, d=d_addr, ldc=ldc), end
 
 

@@ -1,16 +1,26 @@
-"""The ``soc`` design under cocotbext-axi (all under ``slow``, ``make test-all``): GEMMs bit-exact against the golden model through the
-AXI4-Lite registers and the AXI4 master, bad configurations, memory errors, soft reset."""
+"""The ``soc`` design under cocotbext-axi: GEMMs bit-exact against the golden model through the
+AXI4-Lite registers and the AXI4 master, bad configurations, SLVERR and DECERR, soft reset; the
+silicon GEMM captures through it (``tcore verify --through soc``); and its plain Verilog
+testbench (``make soc-demo``), run by Icarus with no cocotb."""
 
 import pytest
 
+from golden.silicon import load
+from sim.cli import main
 from sim.runner import run_bench
 
-TESTS = ["gemms", "bad_configs", "read_error", "write_error", "soft_reset"]
+from .conftest import SILICON
+
+TESTS = ["gemms", "bad_configs", "read_error", "write_error", "decode_errors", "soft_reset"]
 
 
-@pytest.mark.slow          # a 6.8 MB design today (fragments in flip-flops): minutes to build
 def test_soc_bench_verilator():
     run_bench("verilator", "soc", "tb.soc_bench", TESTS, params={}, quiet=True)
+
+
+def test_soc_bench_icarus():
+    run_bench("icarus", "soc", "tb.soc_bench", ["gemms", "bad_configs", "decode_errors"],
+              params={}, options={"cases": "16x16x32:fp16:f32:c"}, quiet=True)
 
 
 @pytest.mark.slow
@@ -20,7 +30,52 @@ def test_soc_narrow_data_bus(width):
               options={"cases": "16x32x32:fp16:f32:c,32x16x16:bf16:f32:0"}, quiet=True)
 
 
-@pytest.mark.slow
-def test_soc_bench_icarus():
-    run_bench("icarus", "soc", "tb.soc_bench", ["gemms", "bad_configs"], params={},
-              options={"cases": "16x16x32:fp16:f32:c"}, quiet=True)
+@pytest.mark.parametrize("name", ["h200_matmulT_normal_64x64x64.npz",
+                                  pytest.param("h200_matmulT_wide_64x128x48.npz", marks=pytest.mark.slow),
+                                  pytest.param("h200_matmulT_normal_128x256x64.npz", marks=pytest.mark.slow),
+                                  pytest.param("h200_matmulT_uniform_32x2048x32.npz", marks=pytest.mark.slow)])
+def test_silicon_gemm_through_soc(name, capsys):
+    """Every output of a captured matmulT GEMM, A and B (and C) in the AXI memory, equals the
+    H200's: each FP16/BF16 kernel of the file."""
+    code = main(["verify", str(SILICON / name), "--backend", "verilator", "--through", "soc"])
+    out = capsys.readouterr().out.strip().splitlines()
+    m, n = load(SILICON / name)["d_f16_f32"].shape
+    assert code == 0 and out[-1] == f"checked {3 * m * n} mismatches 0", out[-4:]
+    assert sum(" clk" in line for line in out[:-1]) == 3
+
+
+def test_verify_through_soc_refuses_what_it_cannot_run(capsys):
+    assert main(["verify", str(SILICON / "h200_targeted.npz"), "--backend", "verilator",
+                 "--through", "soc"]) == 2
+    assert "whole-GEMM files" in capsys.readouterr().err
+    assert main(["verify", str(SILICON / "h200_matmulT_normal_64x64x64.npz"), "--backend",
+                 "amaranth", "--through", "soc"]) == 2
+    assert "verilator or icarus" in capsys.readouterr().err
+
+
+def test_verilog_of_soc_comes_with_a_plain_testbench(tmp_path, capsys):
+    assert main(["verilog", "--design", "soc", "--data-width", "64", "-o", str(tmp_path)]) == 0
+    tb = (tmp_path / "tb_soc.v").read_text()
+    assert "module tb_soc;" in tb and "localparam DW = 64" in tb and "cocotb" not in tb
+    assert "data_width=64" in capsys.readouterr().out
+    assert main(["verilog", "--design", "gemm", "--data-width", "64", "-o", str(tmp_path)]) == 2
+    assert "no --data-width parameter" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("m, n, k, fmt", [(16, 32, 32, "fp16"),
+                                         pytest.param(32, 48, 32, "fp16", marks=pytest.mark.slow),
+                                         pytest.param(16, 32, 48, "bf16", marks=pytest.mark.slow)])
+def test_soc_demo_on_icarus(tmp_path, m, n, k, fmt):
+    """make soc-demo's testbench, plain Verilog on Icarus (no cocotb): D bit-exact."""
+    from sim.soc_demo import run_demo
+    r = run_demo(tmp_path, sim="icarus", m=m, n=n, k=k, fmt=fmt, log=lambda line: None)
+    assert r["error"] == 0 and r["mismatches"] == 0, r
+    assert (tmp_path / "d.hex").exists()
+
+
+def test_soc_demo_refuses_bad_sizes(tmp_path):
+    from sim.soc_demo import DemoError, run_demo
+    with pytest.raises(DemoError, match="multiple of 16"):
+        run_demo(tmp_path, m=24, n=16, k=16)
+    with pytest.raises(DemoError, match="does not fit"):
+        run_demo(tmp_path, m=1024, n=1024, k=1024)
