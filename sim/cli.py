@@ -574,7 +574,8 @@ def cmd_synth(args) -> int:
         params["stages"] = args.stages
     try:
         r = synth(args.design, device=args.device, params=params, freq_mhz=args.freq,
-                  progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True))
+                  progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
+                  fresh=args.fresh)
     except SynthError as e:
         raise CliError(str(e)) from None
     print(f"{r['design']} {r['params']} on {r['device']} (out of context)")
@@ -721,11 +722,13 @@ def build_parser() -> argparse.ArgumentParser:
     lay.set_defaults(func=cmd_layout)
 
     sy = sub.add_parser("synth", help="FPGA synthesis, place and route (ECP5): area and Fmax")
-    sy.add_argument("--design", default="mma4", help="mma4 (default), gemm, wmma, fp4dec, fp4gemm")
+    sy.add_argument("--design", default="mma4", help="mma4 (default), gemm, wmma, fp4dec, fp4gemm, soc")
     sy.add_argument("--device", default="ecp5-85k", choices=["ecp5-25k", "ecp5-45k", "ecp5-85k"])
     sy.add_argument("--stages", type=int, default=None, help="pipeline stages of the MMA4 core(s)")
     sy.add_argument("--freq", type=float, default=100.0, help="target clock for placement, MHz")
     sy.add_argument("--json", action="store_true", help="last line: one JSON object")
+    sy.add_argument("--fresh", action="store_true",
+                    help="run Yosys and nextpnr again even where their inputs have not changed")
     sy.set_defaults(func=cmd_synth)
 
     pl = sub.add_parser("plot", help="pictures: fragment ownership, accumulation error vs K, "

@@ -11,6 +11,7 @@ design.  Fmax is nextpnr's estimate for the ``clk`` domain after routing.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 import subprocess
@@ -56,12 +57,47 @@ def _run(cmd: list[str], cwd: Path, log: str, what: str):
         raise SynthError(f"{what} failed (exit {r.returncode}); log {cwd / log}:\n  " + "\n  ".join(tail))
 
 
+def _digest(*parts) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else str(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _fresh(work: Path, out: str, key: str) -> bool:
+    """Whether ``out`` in ``work`` was made from inputs with digest ``key``."""
+    stamp = work / f"{out}.inputs"
+    return (work / out).exists() and stamp.exists() and stamp.read_text() == key
+
+
+def _stamp(work: Path, out: str, key: str):
+    (work / f"{out}.inputs").write_text(key)
+
+
+def yosys_script(design: str) -> str:
+    # synth_ecp5 with its LUT mapping step done by classic ABC instead of ABC9, which trips an
+    # assertion (rtlil.cc, count_id) in this Yosys on the MMA4 core after minutes of work.
+    return (f"read_verilog {design}.v; synth_ecp5 -top {design} -run :map_luts; "
+            "techmap -map +/lattice/latches_map.v; abc -lut 4 -dress; clean; "
+            f"synth_ecp5 -top {design} -run map_cells: -json {design}.json; tee -o stat.txt stat")
+
+
+def nextpnr_args(design: str, device: str, freq_mhz: float) -> list[str]:
+    flag, package = DEVICES[device]
+    return [flag, "--package", package, "--json", f"{design}.json", "--out-of-context",
+            "--freq", str(freq_mhz), "--timing-allow-fail", "--report", "report.json", "--seed", "1"]
+
+
 def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
-          freq_mhz: float = 100.0, progress=None) -> dict:
+          freq_mhz: float = 100.0, progress=None, fresh: bool = False) -> dict:
     """Synthesise, place and route ``design``; return its figures.
 
     ``progress`` (a callable taking a line) hears about each step; yosys takes minutes on the
-    MMA4 core (64 multipliers, 34 adder trees' worth of carry chains).
+    MMA4 core (64 multipliers, 34 adder trees' worth of carry chains) and place and route of a
+    GEMM top an hour or more here.  Each step's output is kept in the work folder with a
+    digest of its inputs (the Verilog and the script; the netlist and nextpnr's arguments): a
+    step whose inputs have not changed is not run again, unless ``fresh``.
     """
     from rtl.designs import DESIGNS, to_verilog
 
@@ -76,21 +112,27 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     work.mkdir(parents=True, exist_ok=True)
 
     say(f"verilog: {design} {params}")
-    (work / f"{design}.v").write_text(to_verilog(design, **params))
+    text = to_verilog(design, **params)
+    (work / f"{design}.v").write_text(text)
     t1 = time.perf_counter()
-    say(f"yosys synth_ecp5 (log {work / 'yosys.log'}) ...")
-    # synth_ecp5 with its LUT mapping step done by classic ABC instead of ABC9, which trips an
-    # assertion (rtlil.cc, count_id) in this Yosys on the MMA4 core after minutes of work.
-    script = (f"read_verilog {design}.v; synth_ecp5 -top {design} -run :map_luts; "
-              "techmap -map +/lattice/latches_map.v; abc -lut 4 -dress; clean; "
-              f"synth_ecp5 -top {design} -run map_cells: -json {design}.json; tee -o stat.txt stat")
-    _run([yosys, "-q", "-p", script], work, "yosys.log", "yosys")
+    script = yosys_script(design)
+    ykey = _digest(text, script)
+    if not fresh and _fresh(work, f"{design}.json", ykey):
+        say(f"yosys: the netlist in {work} is of this Verilog and script: kept")
+    else:
+        say(f"yosys synth_ecp5 (log {work / 'yosys.log'}) ...")
+        _run([yosys, "-q", "-p", script], work, "yosys.log", "yosys")
+        _stamp(work, f"{design}.json", ykey)
     t2 = time.perf_counter()
-    say(f"yosys done in {t2 - t1:.0f} s; nextpnr-ecp5 {device} (log {work / 'nextpnr.log'}) ...")
-    flag, package = DEVICES[device]
-    _run([nextpnr, flag, "--package", package, "--json", f"{design}.json", "--out-of-context",
-          "--freq", str(freq_mhz), "--timing-allow-fail", "--report", "report.json", "--seed", "1"],
-         work, "nextpnr.log", "nextpnr-ecp5")
+    args = nextpnr_args(design, device, freq_mhz)
+    nkey = _digest((work / f"{design}.json").read_bytes(), *args)
+    if not fresh and _fresh(work, "report.json", nkey):
+        say(f"nextpnr: the report in {work} is of this netlist and these options: kept")
+    else:
+        say(f"yosys done in {t2 - t1:.0f} s; nextpnr-ecp5 {device} (log {work / 'nextpnr.log'}) ...")
+        (work / "report.json").unlink(missing_ok=True)
+        _run([nextpnr, *args], work, "nextpnr.log", "nextpnr-ecp5")
+        _stamp(work, "report.json", nkey)
     t3 = time.perf_counter()
     say(f"nextpnr done in {t3 - t2:.0f} s")
     rep = json.loads((work / "report.json").read_text())

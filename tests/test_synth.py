@@ -24,6 +24,11 @@ def test_synth_small_design_reports_its_figures(capsys):
     assert r["design"] == "fp4dec" and r["device"] == "ecp5-25k"
     assert r["ffs"] == 256 and r["dsps"] == 0 and r["brams"] == 0
     assert 0 < r["luts"] < r["luts_available"]
+    # Again: neither tool runs (their inputs are unchanged), the figures are the same.
+    assert main(["synth", "--design", "fp4dec", "--device", "ecp5-25k", "--json"]) == 0
+    out, err = capsys.readouterr()
+    assert "yosys: the netlist" in err and "nextpnr: the report" in err and "kept" in err
+    assert json.loads(out.strip().splitlines()[-1])["luts"] == r["luts"]
 
 
 def test_synth_refuses_unknown_design_and_stages(capsys):
