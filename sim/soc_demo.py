@@ -173,6 +173,15 @@ module tb_soc;
   // ---- the programming sequence of docs/registers.md --------------------------------------
   integer m, n, k, bf16, timeout, clocks;
   reg [31:0] value, cycles, beats;
+  // A watchdog: a register access that is never answered ends the run too, with a message.
+  integer watchdog = 0;
+  always @(posedge clk) begin
+    watchdog = watchdog + 1;
+    if (watchdog > timeout + 100000) begin
+      $display("tb_soc: watchdog: no end after %0d clocks", watchdog);
+      $finish;
+    end
+  end
   initial begin
     if (!$value$plusargs("M=%d", m)) m = 32;
     if (!$value$plusargs("N=%d", n)) n = 32;
