@@ -140,20 +140,28 @@ module tb_soc;
   end
 
   // ---- AXI4-Lite master tasks -----------------------------------------------------------
+  // The master changes its signals only at falling edges, and decides 1 ns after one whether
+  // the coming rising edge completes a handshake (VALID and READY both high then): no race
+  // with the design's rising-edge logic in any simulator.
+  reg aw_fire, w_fire;
   task axil_write(input [9:0] addr, input [31:0] data);
     begin
       @(negedge clk);
       s_axil_awaddr = addr; s_axil_awvalid = 1; s_axil_wdata = data; s_axil_wvalid = 1;
       s_axil_bready = 1;
       while (s_axil_awvalid || s_axil_wvalid) begin
-        @(posedge clk);
-        if (s_axil_awready) s_axil_awvalid <= 0;
-        if (s_axil_wready) s_axil_wvalid <= 0;
+        #1;
+        aw_fire = s_axil_awvalid && s_axil_awready;
+        w_fire = s_axil_wvalid && s_axil_wready;
         @(negedge clk);
+        if (aw_fire) s_axil_awvalid = 0;
+        if (w_fire) s_axil_wvalid = 0;
       end
-      while (!s_axil_bvalid) @(negedge clk);
+      #1;
+      while (!s_axil_bvalid) begin @(negedge clk); #1; end
       if (s_axil_bresp != 0) begin $display("tb_soc: write %h answered %0d", addr, s_axil_bresp); $finish; end
-      @(posedge clk); @(negedge clk); s_axil_bready = 0;
+      @(negedge clk);
+      s_axil_bready = 0;
     end
   endtask
 
@@ -162,11 +170,16 @@ module tb_soc;
       @(negedge clk);
       s_axil_araddr = addr; s_axil_arvalid = 1; s_axil_rready = 1;
       while (s_axil_arvalid) begin
-        @(posedge clk); if (s_axil_arready) s_axil_arvalid <= 0; @(negedge clk);
+        #1;
+        aw_fire = s_axil_arready;
+        @(negedge clk);
+        if (aw_fire) s_axil_arvalid = 0;
       end
-      while (!s_axil_rvalid) @(negedge clk);
+      #1;
+      while (!s_axil_rvalid) begin @(negedge clk); #1; end
       data = s_axil_rdata;
-      @(posedge clk); @(negedge clk); s_axil_rready = 0;
+      @(negedge clk);
+      s_axil_rready = 0;
     end
   endtask
 

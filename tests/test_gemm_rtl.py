@@ -18,7 +18,7 @@ from .conftest import SILICON
 GEMM_FILES = sorted(p.name for p in SILICON.glob("h200_matmulT_*.npz"))
 
 
-# Icarus runs the GEMM top at ~10 clocks/s: its four random GEMMs take 3-5 minutes (slow);
+# Icarus runs the GEMM top at ~16 clocks/s: its four random GEMMs take about 3 minutes (slow);
 # test_tcore_gemm_fp16_accumulate_on_icarus keeps a small Icarus GEMM in make test.
 @pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=pytest.mark.slow)])
 def test_gemm_bench_random(sim):
@@ -87,6 +87,17 @@ def test_memory_sized_from_the_job():
         mem_words_for(MAX_WORDS + 1)
     fields = {name: f.width for name, f in data.Layout.cast(GemmConfig)}
     assert (1 << fields["steps"]) > 16384 // 16 and (1 << fields["tiles_m"]) > 16384 // 16
+
+
+@pytest.mark.slow
+def test_silicon_gemm_through_gemm_top_on_icarus(capsys):
+    """The smallest captured whole GEMM through the GEMM top on Icarus, FP16 -> FP32 (about
+    4 k clocks at ~16 clocks/s): every output equals the H200's."""
+    name = "h200_matmulT_normal_64x64x64.npz"
+    code = main(["verify", str(SILICON / name), "--backend", "icarus", "--kernel", "f16_f32"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0 and out[-1] == f"checked {64 * 64} mismatches 0", out[-4:]
+    assert " clk" in out[-2]
 
 
 @pytest.mark.parametrize("name", GEMM_FILES)
