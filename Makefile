@@ -23,10 +23,11 @@ sim: $(STAMP)
 	$(BIN)/tcore gemm --m 128 --n 128 --k 128 --format fp16 --acc f32 --seed 1 --backend $(SIM)
 
 # The SoC block with its plain Verilog testbench (no cocotb): tcore writes soc.v, tb_soc.v and
-# the operands' hex files, Icarus runs the testbench, and D is compared with the golden model
-# bit for bit.
+# the operands' hex files, Icarus (SOC_SIM=icarus, the default) or Verilator runs the
+# testbench, and D is compared with the golden model bit for bit.
+SOC_SIM ?= icarus
 soc-demo: $(STAMP)
-	$(BIN)/python -m sim.soc_demo
+	$(BIN)/python -m sim.soc_demo --sim $(SOC_SIM)
 
 # make test: everything but the slow tests (pyproject's addopts leave them out); make test-all:
 # the slow ones too.  Both print the ten slowest tests.

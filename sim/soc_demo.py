@@ -1,6 +1,7 @@
 """A plain Verilog testbench for the ``soc`` design, and ``make soc-demo``, which runs it.
 
-:func:`testbench` is Verilog-2005 for Icarus (``iverilog -g2005``) alone, no cocotb: an AXI4 memory model loaded from ``a.hex`` and ``b.hex``, an
+:func:`testbench` is Verilog-2005 for Icarus (``iverilog -g2005``) or Verilator (``--binary
+--timing``) alone, no cocotb: an AXI4 memory model loaded from ``a.hex`` and ``b.hex``, an
 AXI4-Lite master that programs the registers (``docs/registers.md``: the programming
 sequence), a wait for ``irq``, and D dumped to ``d.hex``.  Plusargs: ``+M=``, ``+N=``, ``+K=``
 (multiples of 16), ``+BF16=1``, ``+TIMEOUT=`` (clocks).  Memory: A (M x K, row-major, 16-bit)
@@ -40,6 +41,9 @@ def testbench(data_width: int = 128, addr_width: int = 32) -> str:
 // Run with Icarus:
 //     iverilog -g2005 -o tb_soc tb_soc.v soc.v && vvp tb_soc +M=32 +N=32 +K=32
 // (for Icarus 11, soc.v from make soc-demo, which runs every combinational block once at 1 ns)
+// or with Verilator 5:
+//     (verilator) --binary --timing -CFLAGS -fcoroutines -Wno-fatal --top-module tb_soc tb_soc.v soc.v
+//     obj_dir/Vtb_soc +M=32 +N=32 +K=32
 // It loads A from a.hex and B from b.hex ({data_width}-bit words, as $readmemh reads them),
 // programs the registers over AXI4-Lite, waits for irq and writes D to d.hex.
 `timescale 1ns/1ps
@@ -264,7 +268,7 @@ def _read_hex(path: Path, data_width: int) -> np.ndarray:
 def run_demo(out: Path, *, sim: str = "icarus", m: int = 32, n: int = 32, k: int = 32,
              fmt: str = "fp16", data_width: int = 128, seed: int = 1, log=print) -> dict:
     """Generate the soc Verilog, the testbench and the operands in ``out``, run them on ``sim``
-    (icarus), and compare D with the golden model."""
+    (icarus or verilator), and compare D with the golden model."""
     import ml_dtypes
     from golden import mma
     from rtl.designs import to_verilog
@@ -277,7 +281,7 @@ def run_demo(out: Path, *, sim: str = "icarus", m: int = 32, n: int = 32, k: int
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     text = to_verilog("soc", header=True, data_width=data_width)
-    (out / "soc.v").write_text(icarus_time_zero(text))
+    (out / "soc.v").write_text(icarus_time_zero(text) if sim == "icarus" else text)
     (out / "tb_soc.v").write_text(testbench(data_width))
     rng = np.random.default_rng(seed)
     conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
@@ -293,8 +297,15 @@ def run_demo(out: Path, *, sim: str = "icarus", m: int = 32, n: int = 32, k: int
             raise DemoError("iverilog not found (apt-get install iverilog)")
         build = ["iverilog", "-g2005", "-o", "tb_soc", "tb_soc.v", "soc.v"]
         run = ["vvp", "-n", "tb_soc", *args]
+    elif sim == "verilator":
+        from sim.runner import setup_path
+        setup_path()
+        build = ["verilator", "--binary", "--timing", "-Wno-fatal", "-Wno-lint", "-Wno-style",
+                 "-O1", "-CFLAGS", "-fcoroutines", "--top-module", "tb_soc", "tb_soc.v", "soc.v",
+                 "-j", "2"]
+        run = [str(out / "obj_dir" / "Vtb_soc"), *args]
     else:
-        raise DemoError(f"the testbench runs on icarus, not {sim!r}")
+        raise DemoError(f"Simulator must be icarus or verilator, not {sim!r}")
     t = time.perf_counter()
     r = subprocess.run(build, cwd=out, capture_output=True, text=True)
     if r.returncode:
@@ -324,7 +335,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="python -m sim.soc_demo",
                                 description="Run the plain Verilog testbench of the soc design "
                                             "(no cocotb) and check D against the golden model.")
-    p.add_argument("--sim", default="icarus", choices=["icarus"])
+    p.add_argument("--sim", default="icarus", choices=["icarus", "verilator"])
     p.add_argument("--m", type=int, default=32)
     p.add_argument("--n", type=int, default=32)
     p.add_argument("--k", type=int, default=32)

@@ -73,6 +73,14 @@ def test_soc_demo_on_icarus(tmp_path, m, n, k, fmt):
     assert (tmp_path / "d.hex").exists()
 
 
+@pytest.mark.slow
+def test_soc_demo_on_verilator(tmp_path):
+    """The same plain testbench under Verilator's --binary --timing (a few minutes to build)."""
+    from sim.soc_demo import run_demo
+    r = run_demo(tmp_path, sim="verilator", m=32, n=32, k=32, fmt="bf16", log=lambda line: None)
+    assert r["error"] == 0 and r["mismatches"] == 0, r
+
+
 def test_soc_demo_refuses_bad_sizes(tmp_path):
     from sim.soc_demo import DemoError, run_demo
     with pytest.raises(DemoError, match="multiple of 16"):
