@@ -55,11 +55,21 @@ from numerics import fragments as fl
 
 __all__ = ["Kind", "FragmentBank", "LoadSignature", "FillSignature", "MmaReadSignature",
            "MmaWriteSignature", "StoreSignature", "LANES", "SLOTS", "MATRIX_A", "MATRIX_B",
-           "ACCUMULATOR", "WORD_BITS"]
+           "ACCUMULATOR", "WORD_BITS", "host_port"]
 
 LANES, SLOTS = fl.LANES, fl.SLOTS
 WORD_BITS = 128                     # memory port: 8 half or 4 float elements
 ENTRIES, COLUMNS = fl.BLOCKS, fl.COLUMNS
+
+
+def host_port(mem_words: int) -> dict:
+    """The host port of a top with a working memory of ``mem_words`` 128-bit words (``WarpTop``,
+    ``GemmTop``, ``Fp4GemmTop``), declared once: flat members, so that the Verilog ports are
+    ``host_addr``, ``host_wdata``, ``host_we`` (write the word when high) and ``host_rdata``
+    (the word at ``host_addr`` one clock later)."""
+    abits = (mem_words - 1).bit_length()
+    return {"host_addr": In(abits), "host_wdata": In(WORD_BITS), "host_we": In(1),
+            "host_rdata": Out(WORD_BITS)}
 
 
 class Kind(enum.Enum, shape=2):

@@ -8,7 +8,8 @@ from amaranth.lib import data, fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .feeder import BeatFeeder, DrainD
-from .fragments import MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, LoadSignature, StoreSignature
+from .fragments import (MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, LoadSignature, StoreSignature,
+                        host_port)
 from .mma4 import MMA4
 
 __all__ = ["GemmConfig", "MatmulTWarp", "GemmTop", "ADDR_BITS", "TILE_BITS"]
@@ -322,12 +323,10 @@ class GemmTop(wiring.Component):
             raise ValueError(f"Memory words must be a power of two in 64..2**{ADDR_BITS}, not {mem_words!r}")
         self._cores, self._mem_words = cores, mem_words
         self.warps = [MatmulTWarp(stages=stages) for _ in range(cores)]
-        abits = (mem_words - 1).bit_length()
         super().__init__({
             "cfg": In(GemmConfig), "start": In(1),
             "busy": Out(1), "done": Out(1), "cycles": Out(32), "beats": Out(32), "tiles_done": Out(2 * TILE_BITS),
-            "host_addr": In(abits), "host_wdata": In(WORD_BITS), "host_we": In(1),
-            "host_rdata": Out(WORD_BITS),
+            **host_port(mem_words),
         })
 
     @property

@@ -17,7 +17,7 @@ from amaranth import *
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .fragments import WORD_BITS
+from .fragments import WORD_BITS, host_port
 from .gemm import ADDR_BITS, TILE_BITS, GemmConfig, GemmTop
 
 __all__ = ["Fp4Decoder", "Fp32Mul", "Fp32Scale", "Fp4Config", "Fp4GemmTop"]
@@ -239,13 +239,11 @@ class Fp4GemmTop(wiring.Component):
     def __init__(self, *, cores: int = 1, mem_words: int = 32768, stages: int = 2):
         self.gemm = GemmTop(cores=cores, mem_words=mem_words, stages=stages)
         self.gemm._MustUse__silence = True       # built into this module, not elaborated
-        abits = (mem_words - 1).bit_length()
         super().__init__({
             "cfg": In(GemmConfig), "fcfg": In(Fp4Config), "start": In(1),
             "busy": Out(1), "done": Out(1), "cycles": Out(32), "gemm_cycles": Out(32),
             "beats": Out(32), "tiles_done": Out(2 * TILE_BITS),
-            "host_addr": In(abits), "host_wdata": In(WORD_BITS), "host_we": In(1),
-            "host_rdata": Out(WORD_BITS),
+            **host_port(mem_words),
         })
 
     def elaborate(self, platform):

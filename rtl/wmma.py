@@ -8,7 +8,7 @@ from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .feeder import BeatFeeder, DrainD
-from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, Kind
+from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, Kind, host_port
 from .mma4 import MMA4
 
 __all__ = ["Op", "Kind", "WmmaCmd", "WmmaResp", "WmmaSequencer", "WarpTop", "WORD_BITS"]
@@ -328,12 +328,10 @@ class WarpTop(wiring.Component):
         self._mem_words = mem_words
         self.seq = WmmaSequencer(mem_words=mem_words, matrix_frags=matrix_frags,
                                  acc_frags=acc_frags, stages=stages)
-        abits = (mem_words - 1).bit_length()
         super().__init__({
             "cmd": In(stream.Signature(WmmaCmd)),
             "resp": Out(stream.Signature(WmmaResp)),
-            "host_addr": In(abits), "host_wdata": In(WORD_BITS), "host_we": In(1),
-            "host_rdata": Out(WORD_BITS),
+            **host_port(mem_words),
         })
 
     @property
