@@ -32,10 +32,10 @@ soc-demo: $(STAMP)
 # make test: everything but the slow tests (pyproject's addopts leave them out); make test-all:
 # the slow ones too.  Both print the ten slowest tests.
 test: $(STAMP)
-	$(BIN)/python -m pytest -n auto --durations=10 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --dist worksteal --durations=10 $(PYTEST_ARGS)
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -n auto --durations=10 -m "slow or not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --dist worksteal --durations=10 -m "slow or not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/python -m sim.lint

@@ -139,6 +139,7 @@ def test_bench_golden(capsys):
     assert r["dots_per_s"] > 0 and r["golden_s"] > 0 and r["matmul_f32_s"] > 0
 
 
+@pytest.mark.slow          # two simulator builds and Amaranth's simulator: about 2 minutes
 def test_bench_sim(capsys):
     """Every simulator's tiles are bit-exact (the bench raises otherwise) and take at least one
     clock per beat (64 beats per K=16 tile)."""
