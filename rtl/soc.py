@@ -18,12 +18,14 @@ code in ``STATUS.error``: the rest of the burst is consumed, no further request 
 D tile whose operands failed is not written.  A bad configuration is refused at ``start`` with
 an error code and no memory access at all.
 
-This first version runs the steps one after another (no overlap of memory traffic and
-arithmetic): it is correct and bounded by the memory, not fast.
+With ``cores`` warps, each warp walks its own D tiles (claimed in row-major order as it
+becomes free) and the one AXI4 master serves the warps' transfers in turn, so that one warp's
+memory traffic overlaps the others' arithmetic.  Within one warp the steps run one after
+another: one warp is bounded by the memory, not by its core.
 """
 
 from amaranth import *
-from amaranth.lib import memory, stream, wiring
+from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .axil import AxiLiteRegs
@@ -31,7 +33,7 @@ from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS
 from .regmap import ErrorCode, InFormat
 from .wmma import Op, WarpTop, WmmaCmd
 
-__all__ = ["AxiSignature", "TileDma", "GemmSoc", "RESP_OKAY", "RESP_SLVERR", "RESP_DECERR"]
+__all__ = ["AxiSignature", "TileDma", "TileWorker", "GemmSoc", "RunConfig", "TileClaim", "DmaRequest", "RESP_OKAY", "RESP_SLVERR", "RESP_DECERR"]
 
 RESP_OKAY, RESP_SLVERR, RESP_DECERR = 0, 2, 3
 MAX_TILES_LOG2 = 10               # M, N, K up to 16 * 1024 (the CAPS field says so)
@@ -215,11 +217,192 @@ class TileDma(wiring.Component):
             m.next = "ADDR"
 
 
+class RunConfig(data.Struct):
+    """What every warp's tile walk needs of the configuration latched at ``start``."""
+    bf16: 1
+    acc_f16: 1
+    c_given: 1
+    steps: 11            # K / 16
+    ld_a: 32             # leading dimensions in elements
+    ld_b: 32
+    ld_c: 32
+    ld_d: 32
+
+
+class TileClaim(data.Struct):
+    """A 16x16 tile of D handed to a warp: the byte addresses its transfers start from."""
+    none: 1              # no tile left
+    a_row: 64            # A[16 ti][0]
+    b_col: 64            # B[0][16 tj]
+    c_ptr: 64            # C[16 ti][16 tj]
+    d_ptr: 64            # D[16 ti][16 tj]
+
+
+class DmaRequest(data.Struct):
+    """One tile transfer a warp asks of the AXI4 master (:class:`TileDma`'s start fields)."""
+    write: 1
+    addr: 64
+    stride: 32           # bytes between rows
+    row_words: 3         # 128-bit words a row
+    word: 7              # first scratch word
+
+
+class TileWorker(wiring.Component):
+    """One warp of the ``soc`` design and its walk over the D tiles it claims.
+
+    After ``go``, the worker claims a tile (``claim`` until ``granted``; ``tile.none`` means
+    the GEMM has no tile left and the worker goes idle), then for that tile: C into the
+    accumulator (``dma_req`` a read of the C tile, then ``load_matrix_sync``) or
+    ``fill_fragment(c, 0)``; per 16-wide step of K a read of the A tile and of the B tile,
+    their ``load_matrix_sync`` and one ``mma_sync``; ``store_matrix_sync`` and a write of the D
+    tile; then the next claim.  A transfer is asked with ``dma_req`` held until ``dma_done``.
+
+    ``stop`` (an error anywhere, or a soft reset) ends the walk at the next step boundary: an
+    operation under way finishes, none is started.  ``fail`` pulses with ``fail_code`` when one
+    of this worker's transfers or WMMA operations failed.  ``mma_done`` pulses per ``mma_sync``
+    (64 beats).  ``host_*`` is the warp's scratch memory (2 KiB), written and read by the DMA.
+    """
+
+    def __init__(self, *, stages: int = 2):
+        self.warp = WarpTop(mem_words=SCRATCH_WORDS, stages=stages)
+        sbits = (SCRATCH_WORDS - 1).bit_length()
+        super().__init__({
+            "cfg": In(RunConfig), "go": In(1), "stop": In(1), "idle": Out(1),
+            "claim": Out(1), "granted": In(1), "tile": In(TileClaim),
+            "dma_req": Out(1), "dma": Out(DmaRequest), "dma_done": In(1), "dma_error": In(2),
+            "fail": Out(1), "fail_code": Out(ErrorCode), "mma_done": Out(1),
+            "host_addr": In(sbits), "host_wdata": In(WORD_BITS), "host_we": In(1),
+            "host_rdata": Out(WORD_BITS),
+        })
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.warp = warp = self.warp
+        m.d.comb += [warp.host_addr.eq(self.host_addr), warp.host_wdata.eq(self.host_wdata),
+                     warp.host_we.eq(self.host_we), self.host_rdata.eq(warp.host_rdata)]
+        cfg = self.cfg
+        kk = Signal(11)
+        a_row, b_ptr, c_ptr, d_ptr = (Signal(64, name=f"{x}_ptr") for x in "abcd")
+        es_shift = Mux(cfg.acc_f16, 1, 2)            # log2 of the C/D element bytes
+        acc_words = Mux(cfg.acc_f16, 2, 4)
+        cmd = warp.cmd.payload
+        # Row-major operands only; the tag numbers the K step (the responses come in order).
+        m.d.comb += cmd.tag.eq(kk[:8])
+
+        def wmma(name, nxt, *, op, kind=0, frag=0, addr=0, fa=0, fb=0, fc=0):
+            """States ``name`` (issue the command) and ``name_W`` (its response)."""
+            with m.State(name):
+                m.d.comb += [warp.cmd.valid.eq(1), cmd.op.eq(op), cmd.kind.eq(kind),
+                             cmd.frag.eq(frag), cmd.addr.eq(addr), cmd.ldm.eq(16),
+                             cmd.fa.eq(fa), cmd.fb.eq(fb), cmd.fc.eq(fc), cmd.bf16.eq(cfg.bf16),
+                             cmd.acc_f16.eq(cfg.acc_f16), cmd.value.eq(0), cmd.col_major.eq(0)]
+                with m.If(warp.cmd.ready):
+                    m.next = f"{name}_W"
+            with m.State(f"{name}_W"):
+                m.d.comb += warp.resp.ready.eq(1)
+                with m.If(warp.resp.valid):
+                    with m.If(warp.resp.payload.error):
+                        m.d.comb += [self.fail.eq(1), self.fail_code.eq(ErrorCode.ENGINE)]
+                        m.next = "IDLE"
+                    with m.Elif(self.stop):
+                        m.next = "IDLE"
+                    with m.Else():
+                        if op == Op.MMA:
+                            m.d.comb += self.mma_done.eq(1)
+                        nxt()
+
+        def transfer(name, nxt, *, write, addr, stride_shift, ldx, row_words, word):
+            """State ``name``: ask the DMA for the transfer, wait for it (no new transfer once
+            ``stop`` is up)."""
+            with m.State(name):
+                m.d.comb += [self.dma_req.eq(~self.stop), self.dma.write.eq(write),
+                             self.dma.addr.eq(addr), self.dma.stride.eq(ldx << stride_shift),
+                             self.dma.row_words.eq(row_words), self.dma.word.eq(word)]
+                with m.If(self.dma_done):
+                    with m.If(self.dma_error != 0):
+                        slv = ErrorCode.WRITE_SLVERR if write else ErrorCode.READ_SLVERR
+                        dec = ErrorCode.WRITE_DECERR if write else ErrorCode.READ_DECERR
+                        m.d.comb += [self.fail.eq(1), self.fail_code.eq(
+                            Mux(self.dma_error == RESP_DECERR, dec, slv))]
+                        m.next = "IDLE"
+                    with m.Elif(self.stop):
+                        m.next = "IDLE"
+                    with m.Else():
+                        nxt()
+                with m.Elif(self.stop):
+                    m.next = "IDLE"
+
+        def goto(state):
+            def f():
+                m.next = state
+            return f
+
+        def after_mma():
+            with m.If(kk == cfg.steps - 1):
+                m.next = "STORE"
+            with m.Else():
+                m.d.sync += [kk.eq(kk + 1), b_ptr.eq(b_ptr + cfg.ld_b.shift_left(5))]
+                m.next = "READ_A"
+
+        with m.FSM():
+            with m.State("IDLE"):
+                m.d.comb += self.idle.eq(1)
+                with m.If(self.go):
+                    m.next = "CLAIM"
+            with m.State("CLAIM"):
+                m.d.comb += self.claim.eq(~self.stop)
+                with m.If(self.stop | (self.granted & self.tile.none)):
+                    m.next = "IDLE"
+                with m.Elif(self.granted):
+                    m.d.sync += [kk.eq(0), a_row.eq(self.tile.a_row), b_ptr.eq(self.tile.b_col),
+                                 c_ptr.eq(self.tile.c_ptr), d_ptr.eq(self.tile.d_ptr)]
+                    with m.If(cfg.c_given):
+                        m.next = "READ_C"
+                    with m.Else():
+                        m.next = "FILL"
+            transfer("READ_C", goto("LOAD_C"), write=0, addr=c_ptr, stride_shift=es_shift,
+                     ldx=cfg.ld_c, row_words=acc_words, word=C_WORD)
+            wmma("LOAD_C", goto("READ_A"), op=Op.LOAD, kind=ACCUMULATOR, addr=C_WORD * 16)
+            wmma("FILL", goto("READ_A"), op=Op.FILL, kind=ACCUMULATOR)
+            transfer("READ_A", goto("READ_B"), write=0, addr=a_row + kk.shift_left(5),
+                     stride_shift=1, ldx=cfg.ld_a, row_words=2, word=A_WORD)
+            transfer("READ_B", goto("LOAD_A"), write=0, addr=b_ptr, stride_shift=1,
+                     ldx=cfg.ld_b, row_words=2, word=B_WORD)
+            wmma("LOAD_A", goto("LOAD_B"), op=Op.LOAD, kind=MATRIX_A, frag=0, addr=A_WORD * 16)
+            wmma("LOAD_B", goto("MMA"), op=Op.LOAD, kind=MATRIX_B, frag=1, addr=B_WORD * 16)
+            wmma("MMA", after_mma, op=Op.MMA, frag=0, fa=0, fb=1, fc=0)
+            wmma("STORE", goto("WRITE_D"), op=Op.STORE, kind=ACCUMULATOR, addr=C_WORD * 16)
+            transfer("WRITE_D", goto("CLAIM"), write=1, addr=d_ptr, stride_shift=es_shift,
+                     ldx=cfg.ld_d, row_words=acc_words, word=C_WORD)
+        return m
+
+
+def _round_robin(m: Module, requests, last, name: str):
+    """The index of the request to grant (``Signal``) and whether any is up: the first one
+    after ``last`` in index order, wrapping around."""
+    n = len(requests)
+    pick = Signal(range(max(2, n)), name=f"{name}_pick")
+    # Later assignments win: the lowest index after ``last`` first, else the lowest of all.
+    for i in reversed(range(n)):
+        with m.If(requests[i]):
+            m.d.comb += pick.eq(i)
+    for i in reversed(range(n)):
+        with m.If(requests[i] & (i > last)):
+            m.d.comb += pick.eq(i)
+    return pick, Cat(*requests).any()
+
+
 class GemmSoc(wiring.Component):
     """The ``soc`` design: :class:`rtl.axil.AxiLiteRegs` (``s_axil_*``), an AXI4 master
     (``m_axi_*``, :class:`TileDma`), ``irq`` (high while ``STATUS.done`` and ``CTRL.irq_en``),
-    and one WMMA warp (:class:`rtl.wmma.WarpTop` with a 2 KiB scratch memory).  Clock ``clk``,
-    synchronous active-high reset ``rst``.
+    and ``cores`` WMMA warps (:class:`TileWorker`, each a :class:`rtl.wmma.WarpTop` with a 2 KiB
+    scratch memory).  Clock ``clk``, synchronous active-high reset ``rst``.
+
+    The warps share the AXI4 master: each claims the next D tile in row-major order when it is
+    free, and asks for its transfers one at a time; the master serves them in round-robin order,
+    one tile transfer at a time, so that the warps' arithmetic overlaps the other warps' memory
+    traffic.  The first error (a bad response, or the engine) stops every warp at its next step
+    boundary; the run ends when all are idle.
 
     Parameters
     ----------
@@ -229,9 +412,9 @@ class GemmSoc(wiring.Component):
         AXI4 data bits: 32, 64 or 128 (the scratch memory's words are 128 bits; narrower data
         takes 2 or 4 beats a word).
     cores : int
-        Warps; this version has one.
+        Warps, 1 to 8.
     stages : int
-        Pipeline stages of the MMA4 core.
+        Pipeline stages of the MMA4 cores.
     """
 
     def __init__(self, *, addr_width: int = 32, data_width: int = 128, cores: int = 1,
@@ -239,14 +422,14 @@ class GemmSoc(wiring.Component):
         from .axil import flat_members
         if addr_width not in (32, 64):
             raise ValueError(f"Address width must be 32 or 64, not {addr_width!r}")
-        if cores != 1:
-            raise ValueError(f"The soc design has one warp in this version, not {cores!r}")
-        self._aw, self._dw, self._stages = addr_width, data_width, stages
+        if not 1 <= cores <= 8:
+            raise ValueError(f"The soc design has 1 to 8 warps, not {cores!r}")
+        self._aw, self._dw, self._stages, self._cores = addr_width, data_width, stages, cores
         self.regs = AxiLiteRegs(constants={"CAPS": {
             "cores": cores, "data_bytes_log2": (data_width // 8).bit_length() - 1,
             "max_tiles_log2": MAX_TILES_LOG2}})
         self.dma = TileDma(addr_width=addr_width, data_width=data_width)
-        self.warp = WarpTop(mem_words=SCRATCH_WORDS, stages=stages)
+        self.workers = [TileWorker(stages=stages) for _ in range(cores)]
         members = {}
         members.update(flat_members("s_axil", self.regs.signature.members["bus"]))
         members.update(flat_members("m_axi", self.dma.signature.members["axi"]))
@@ -258,30 +441,29 @@ class GemmSoc(wiring.Component):
         m = Module()
         m.submodules.regs = regs = self.regs
         m.submodules.dma = dma = self.dma
-        m.submodules.warp = warp = self.warp
+        workers = self.workers
+        for i, w in enumerate(workers):
+            m.submodules[f"warp{i}"] = w
         connect_flat(m, self, "s_axil", regs.bus, regs.signature.members["bus"])
         connect_flat(m, self, "m_axi", dma.axi, dma.signature.members["axi"])
         m.d.comb += self.irq.eq(regs.status_done & regs.ctrl_irq_en)
 
-        # The scratch memory is the warp's memory, through its host port.
-        m.d.comb += [warp.host_addr.eq(Mux(dma.sw_en, dma.sw_addr, dma.sr_addr)),
-                     warp.host_wdata.eq(dma.sw_data), warp.host_we.eq(dma.sw_en),
-                     dma.sr_data.eq(warp.host_rdata)]
-
         # ---- the configuration, latched at start -------------------------------------------
         aw = self._aw
         cm, cn, ck = Signal(32), Signal(32), Signal(32)
-        bf16, acc_f16, c_given = Signal(), Signal(), Signal()
+        cfg = Signal(RunConfig)
         base = {x: Signal(64, name=f"base_{x}") for x in "abcd"}
-        ld = {x: Signal(32, name=f"ld_{x}") for x in "abcd"}
+        ld = {"a": cfg.ld_a, "b": cfg.ld_b, "c": cfg.ld_c, "d": cfg.ld_d}
         error, busy = Signal(4), Signal()
         m.d.comb += [regs.status_error.eq(error), regs.status_busy.eq(busy)]
+        for w in workers:
+            m.d.comb += w.cfg.eq(cfg)
 
         # ---- checks: a bad configuration is refused before any memory access --------------
         code = Signal(4)
         limit = 16 << MAX_TILES_LOG2
         size_bad = Cat(*((v == 0) | (v[:4] != 0) | (v > limit) for v in (cm, cn, ck))).any()
-        used = {"a": 1, "b": 1, "c": c_given, "d": 1}
+        used = {"a": 1, "b": 1, "c": cfg.c_given, "d": 1}
         misaligned = Cat(*(used[x] & (base[x][:4] != 0) for x in "abcd")).any()
         out_of_range = Cat(*(used[x] & (base[x][aw:] != 0) for x in "abcd")).any() if aw < 64 \
             else C(0, 1)
@@ -300,102 +482,77 @@ class GemmSoc(wiring.Component):
         with m.Elif(fmt_bad):
             m.d.comb += code.eq(ErrorCode.BAD_FORMAT)
 
-        # ---- walking the tiles ---------------------------------------------------------------
-        ti, tj, kk = Signal(10), Signal(10), Signal(10)
-        tiles_m, tiles_n, steps = Signal(11), Signal(11), Signal(11)
-        a_row, b_row, c_row, d_row = (Signal(64, name=f"{x}_tile_row") for x in "abcd")
-        es_shift = Mux(acc_f16, 1, 2)               # log2 of the C/D element bytes
-        a_ptr = a_row + kk.shift_left(5)             # A[16 ti][16 kk]
-        b_ptr = b_row + tj.shift_left(5)             # B[16 kk][16 tj]
-        c_ptr = c_row + Mux(acc_f16, tj.shift_left(5), tj.shift_left(6))
-        d_ptr = d_row + Mux(acc_f16, tj.shift_left(5), tj.shift_left(6))
-        acc_words = Mux(acc_f16, 2, 4)
+        # ---- the tile dispenser: the next D tile in row-major order ------------------------
+        ti, tj = Signal(10), Signal(10)
+        tiles_m, tiles_n = Signal(11), Signal(11)
+        left = Signal()
+        a_row, c_row, d_row = (Signal(64, name=f"{x}_tile_row") for x in "acd")
+        acc_f16 = cfg.acc_f16
+        col_bytes = Mux(acc_f16, tj.shift_left(5), tj.shift_left(6))     # 16 tj C/D elements
+        claim_pick, claim_any = _round_robin(m, [w.claim for w in workers], C(-1, 4), "claim")
+        tile = Signal(TileClaim)
+        m.d.comb += [tile.none.eq(~left), tile.a_row.eq(a_row),
+                     tile.b_col.eq(base["b"] + tj.shift_left(5)),
+                     tile.c_ptr.eq(c_row + col_bytes), tile.d_ptr.eq(d_row + col_bytes)]
+        for i, w in enumerate(workers):
+            m.d.comb += [w.tile.eq(tile), w.granted.eq(claim_any & (claim_pick == i))]
+        with m.If(claim_any & left):
+            with m.If(tj == tiles_n - 1):
+                m.d.sync += [tj.eq(0), ti.eq(ti + 1), a_row.eq(a_row + ld["a"].shift_left(5)),
+                             c_row.eq(c_row + Mux(acc_f16, ld["c"].shift_left(5), ld["c"].shift_left(6))),
+                             d_row.eq(d_row + Mux(acc_f16, ld["d"].shift_left(5), ld["d"].shift_left(6)))]
+                with m.If(ti == tiles_m - 1):
+                    m.d.sync += left.eq(0)
+            with m.Else():
+                m.d.sync += tj.eq(tj + 1)
+
+        # ---- the AXI4 master, one warp's transfer at a time, round robin -------------------
+        owned, owner, last = Signal(), Signal(range(max(2, len(workers)))), Signal(4)
+        req_pick, req_any = _round_robin(m, [w.dma_req for w in workers], last, "dma")
+        reqs = Array(w.dma for w in workers)
+        sel = Mux(owned, owner, req_pick)          # whose scratch memory the DMA is on
+        with m.If(~owned & req_any):
+            m.d.comb += [dma.start.eq(1), dma.write.eq(reqs[req_pick].write),
+                         dma.addr.eq(reqs[req_pick].addr), dma.stride.eq(reqs[req_pick].stride),
+                         dma.rows.eq(16), dma.row_words.eq(reqs[req_pick].row_words),
+                         dma.word.eq(reqs[req_pick].word)]
+            m.d.sync += [owned.eq(1), owner.eq(req_pick), last.eq(req_pick)]
+        with m.If(dma.done):
+            m.d.sync += owned.eq(0)
+        for i, w in enumerate(workers):
+            mine = owned & (owner == i)
+            m.d.comb += [w.dma_done.eq(mine & dma.done), w.dma_error.eq(dma.error),
+                         w.host_addr.eq(Mux(dma.sw_en, dma.sw_addr, dma.sr_addr)),
+                         w.host_wdata.eq(dma.sw_data), w.host_we.eq(dma.sw_en & mine)]
+        m.d.comb += dma.sr_data.eq(Array(w.host_rdata for w in workers)[sel])
+
+        # ---- counters, errors, stop ---------------------------------------------------------
         cycles, beats = Signal(64), Signal(64)
         m.d.comb += [regs.cycles_lo.eq(cycles[:32]), regs.cycles_hi.eq(cycles[32:]),
                      regs.beats_lo.eq(beats[:32]), regs.beats_hi.eq(beats[32:])]
         with m.If(busy):
             m.d.sync += cycles.eq(cycles + 1)
+        m.d.sync += beats.eq(beats + sum(w.mma_done for w in workers).shift_left(6))
         abort = Signal()                             # a soft reset waits for a clean point
         with m.If(regs.ctrl_soft_reset):
             m.d.sync += abort.eq(busy)
-
-        cmd = warp.cmd.payload
-        # Row-major operands only; the tag numbers the K step (the responses come in order).
-        m.d.comb += cmd.tag.eq(kk[:8])
-
-        def wmma(name, nxt, *, op, kind=0, frag=0, addr=0, ldm=16, fa=0, fb=0, fc=0):
-            """States ``name`` (issue the command) and ``name_W`` (its response)."""
-            with m.State(name):
-                m.d.comb += [warp.cmd.valid.eq(1), cmd.op.eq(op), cmd.kind.eq(kind),
-                             cmd.frag.eq(frag), cmd.addr.eq(addr), cmd.ldm.eq(ldm),
-                             cmd.fa.eq(fa), cmd.fb.eq(fb), cmd.fc.eq(fc), cmd.bf16.eq(bf16),
-                             cmd.acc_f16.eq(acc_f16), cmd.value.eq(0), cmd.col_major.eq(0)]
-                with m.If(warp.cmd.ready):
-                    m.next = f"{name}_W"
-            with m.State(f"{name}_W"):
-                m.d.comb += warp.resp.ready.eq(1)
-                with m.If(warp.resp.valid):
-                    with m.If(warp.resp.payload.error):
-                        m.d.sync += error.eq(ErrorCode.ENGINE)
-                        m.next = "FINISH"
-                    with m.Elif(abort):
-                        m.next = "ABORT"
-                    with m.Else():
-                        if op == Op.MMA:
-                            m.d.sync += beats.eq(beats + 64)
-                        nxt()
-
-        def transfer(name, nxt, *, write, addr, stride_shift, ldx, row_words, word):
-            """States ``name`` (start the DMA) and ``name_W`` (wait for it)."""
-            with m.State(name):
-                m.d.comb += [dma.start.eq(1), dma.write.eq(write), dma.addr.eq(addr),
-                             dma.stride.eq(ldx << stride_shift), dma.rows.eq(16),
-                             dma.row_words.eq(row_words), dma.word.eq(word)]
-                m.next = f"{name}_W"
-            with m.State(f"{name}_W"):
-                with m.If(dma.done):
-                    with m.If(dma.error != 0):
-                        slv = ErrorCode.WRITE_SLVERR if write else ErrorCode.READ_SLVERR
-                        dec = ErrorCode.WRITE_DECERR if write else ErrorCode.READ_DECERR
-                        m.d.sync += error.eq(Mux(dma.error == RESP_DECERR, dec, slv))
-                        m.next = "FINISH"
-                    with m.Elif(abort):
-                        m.next = "ABORT"
-                    with m.Else():
-                        nxt()
-
-        def goto(state):
-            def f():
-                m.next = state
-            return f
-
-        def after_mma():
-            with m.If(kk == steps - 1):
-                m.next = "STORE"
-            with m.Else():
-                m.d.sync += [kk.eq(kk + 1), b_row.eq(b_row + ld["b"].shift_left(5))]
-                m.next = "READ_A"
-
-        def after_store():
-            with m.If(tj == tiles_n - 1):
-                with m.If(ti == tiles_m - 1):
-                    m.next = "FINISH"
-                with m.Else():
-                    m.d.sync += [tj.eq(0), ti.eq(ti + 1),
-                                 a_row.eq(a_row + ld["a"].shift_left(5)),
-                                 c_row.eq(c_row + Mux(acc_f16, ld["c"].shift_left(5), ld["c"].shift_left(6))),
-                                 d_row.eq(d_row + Mux(acc_f16, ld["d"].shift_left(5), ld["d"].shift_left(6)))]
-                    m.next = "TILE"
-            with m.Else():
-                m.d.sync += tj.eq(tj + 1)
-                m.next = "TILE"
+        with m.If(error == 0):                       # the first failure is the one reported
+            for w in reversed(workers):
+                with m.If(w.fail):
+                    m.d.sync += error.eq(w.fail_code)
+        stop = Signal()
+        m.d.comb += stop.eq(abort | (error != 0))    # the other warps stop a clock after a failure
+        go = Signal()
+        all_idle = Cat(*(w.idle for w in workers)).all()
+        for w in workers:
+            m.d.comb += [w.go.eq(go), w.stop.eq(stop)]
 
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(regs.ctrl_start):
                     m.d.sync += [cm.eq(regs.m), cn.eq(regs.n), ck.eq(regs.k),
-                                 bf16.eq(fmt == InFormat.BF16), acc_f16.eq(regs.format_acc_f16),
-                                 c_given.eq(regs.format_c_given), fmt_bad.eq(
+                                 cfg.bf16.eq(fmt == InFormat.BF16), cfg.acc_f16.eq(regs.format_acc_f16),
+                                 cfg.c_given.eq(regs.format_c_given), fmt_bad.eq(
                                      (fmt > InFormat.BF16) | ((fmt == InFormat.BF16) & regs.format_acc_f16)),
                                  error.eq(0), busy.eq(1), cycles.eq(0), beats.eq(0), abort.eq(0)]
                     for x in "abcd":
@@ -407,30 +564,18 @@ class GemmSoc(wiring.Component):
                     m.d.sync += error.eq(code)
                     m.next = "FINISH"
                 with m.Else():
+                    m.d.comb += go.eq(1)
                     m.d.sync += [ti.eq(0), tj.eq(0), tiles_m.eq(cm[4:15]), tiles_n.eq(cn[4:15]),
-                                 steps.eq(ck[4:15]), a_row.eq(base["a"]), c_row.eq(base["c"]),
-                                 d_row.eq(base["d"])]
-                    m.next = "TILE"
-            with m.State("TILE"):
-                m.d.sync += [kk.eq(0), b_row.eq(base["b"])]
-                with m.If(c_given):
-                    m.next = "READ_C"
-                with m.Else():
-                    m.next = "FILL"
-            transfer("READ_C", goto("LOAD_C"), write=0, addr=c_ptr, stride_shift=es_shift,
-                     ldx=ld["c"], row_words=acc_words, word=C_WORD)
-            wmma("LOAD_C", goto("READ_A"), op=Op.LOAD, kind=ACCUMULATOR, addr=C_WORD * 16)
-            wmma("FILL", goto("READ_A"), op=Op.FILL, kind=ACCUMULATOR)
-            transfer("READ_A", goto("READ_B"), write=0, addr=a_ptr, stride_shift=1, ldx=ld["a"],
-                     row_words=2, word=A_WORD)
-            transfer("READ_B", goto("LOAD_A"), write=0, addr=b_ptr, stride_shift=1, ldx=ld["b"],
-                     row_words=2, word=B_WORD)
-            wmma("LOAD_A", goto("LOAD_B"), op=Op.LOAD, kind=MATRIX_A, frag=0, addr=A_WORD * 16)
-            wmma("LOAD_B", goto("MMA"), op=Op.LOAD, kind=MATRIX_B, frag=1, addr=B_WORD * 16)
-            wmma("MMA", after_mma, op=Op.MMA, frag=0, fa=0, fb=1, fc=0)
-            wmma("STORE", goto("WRITE_D"), op=Op.STORE, kind=ACCUMULATOR, addr=C_WORD * 16)
-            transfer("WRITE_D", after_store, write=1, addr=d_ptr, stride_shift=es_shift,
-                     ldx=ld["d"], row_words=acc_words, word=C_WORD)
+                                 cfg.steps.eq(ck[4:15]), a_row.eq(base["a"]), c_row.eq(base["c"]),
+                                 d_row.eq(base["d"]), left.eq(1)]
+                    m.next = "RUN"
+            with m.State("RUN"):
+                # A warp told to stop may leave while the transfer it asked for runs on.
+                with m.If(all_idle & ~owned):
+                    with m.If(abort & (error == 0)):
+                        m.next = "ABORT"
+                    with m.Else():
+                        m.next = "FINISH"
             with m.State("FINISH"):
                 m.d.comb += regs.status_done_set.eq(1)
                 m.d.sync += busy.eq(0)

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 __all__ = ["BenchError", "pin_blas_threads", "bench_golden", "bench_sim", "bench_gemm",
-           "bench_all", "print_bench_table", "GOLDEN_BENCH_KINDS"]
+           "bench_soc", "bench_all", "print_bench_table", "GOLDEN_BENCH_KINDS"]
 
 
 class BenchError(RuntimeError):
@@ -138,6 +138,31 @@ def bench_gemm(m=128, n=128, k=128, backend="verilator", seed=1) -> dict:
     return {"m": m, "n": n, "k": k, "backend": backend, "cycles": info["cycles"],
             "utilization": m * n * k / info["cycles"] / 64, "mismatches": bad,
             "sim_cycles_per_s": info["cycles"] / info["sim_s"]}
+
+
+def bench_soc(m=64, n=64, k=64, warps=(1, 2, 4), backend="verilator", seed=1) -> dict:
+    """A random FP16 -> FP32 GEMM through the ``soc`` design (AXI memory without pauses) with
+    each number of warps: clocks (the CYCLES register), utilisation of the warps' cores, and
+    the speed-up over one warp, all in one run."""
+    from golden.gemm import matmul_t
+    from sim.soc import run_soc
+
+    from sim.cli import random_operands
+
+    a, b = random_operands(m, n, k, "fp16", seed)
+    want = matmul_t(a, b)
+    rows = []
+    for w in warps:
+        d, info = run_soc(backend, a, b, params={"cores": w} if w > 1 else None)
+        bad = int((d != want).sum())
+        if bad:
+            raise BenchError(f"soc with {w} warps: {bad} outputs differ from the golden model")
+        rows.append({"warps": w, "cycles": info["cycles"], "mismatches": bad,
+                     "utilization": m * n * k / info["cycles"] / (64 * w),
+                     "fma_per_clock": m * n * k / info["cycles"]})
+    for r in rows:
+        r["speedup_vs_1"] = rows[0]["cycles"] / r["cycles"]
+    return {"m": m, "n": n, "k": k, "backend": backend, "runs": rows}
 
 
 def _machine() -> str:

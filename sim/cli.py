@@ -54,6 +54,11 @@ def cmd_verify(args) -> int:
     if args.kernel != "all" and refuse(args.kernel):
         raise CliError(refuse(args.kernel))
     _refuse_golden_options(args, (("--waves", args.waves), ("--through", args.through)))
+    if args.cores is not None and args.through not in ("gemm", "soc"):
+        raise CliError("--cores is for --through gemm or soc (the warps of those tops)")
+    if args.cores is not None and not 1 <= args.cores <= 8:
+        raise CliError(f"--cores must be 1 to 8, not {args.cores}")
+    cores = args.cores or 1
     if args.through == "soc" and args.backend == "amaranth":
         raise CliError("--through soc runs on --backend verilator or icarus (the soc design is too "
                        "large for Amaranth's simulator)")
@@ -103,7 +108,7 @@ def cmd_verify(args) -> int:
                     raise BackendError(f"the RTL implements the Hopper arithmetic only, not --arch {arch.name}")
                 # The AXI memory holds A, B and C; D = A*B + C on the soc design.
                 d, info = run_soc(args.backend, data["a"], data["b"], data[k.c_key],
-                                  in_fmt=k.in_fmt, out_fmt=k.out_fmt,
+                                  in_fmt=k.in_fmt, out_fmt=k.out_fmt, params={"cores": cores} if cores > 1 else None,
                                   waves=args.waves and f"{Path(path).stem}-{k.name}-soc-{args.backend}")
                 got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)
                 got = got.reshape(-1, 16, 16)[:len(prob.c)]
@@ -111,7 +116,7 @@ def cmd_verify(args) -> int:
                 if arch.name != "hopper":
                     raise BackendError(f"the RTL implements the Hopper arithmetic only, not --arch {arch.name}")
                 d, info = run_gemm(args.backend, data["a"], data["b"], in_fmt=k.in_fmt,
-                                   out_fmt=k.out_fmt, progress=False,
+                                   out_fmt=k.out_fmt, progress=False, cores=cores,
                                    waves=args.waves and f"{Path(path).stem}-{k.name}-gemm-{args.backend}")
                 got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)
                 got = got.reshape(-1, 16, 16)[:len(prob.c)]
@@ -539,6 +544,14 @@ def cmd_bench(args) -> int:
             r = bench.bench_all()
             print()
             bench.print_bench_table(r)
+        elif args.what == "soc":
+            r = bench.bench_soc()
+            print(f"soc design, {r['m']}x{r['n']}x{r['k']} FP16->FP32 on {r['backend']}, AXI memory "
+                  "without pauses, bit-exact")
+            print(f"{'warps':>5s} {'clocks':>8s} {'FMA/clock':>9s} {'core util':>9s} {'vs 1 warp':>9s}")
+            for x in r["runs"]:
+                print(f"{x['warps']:5d} {x['cycles']:8d} {x['fma_per_clock']:9.1f} "
+                      f"{x['utilization']:9.3f} {x['speedup_vs_1']:8.2f}x")
         elif args.what == "sim":
             r = bench.bench_sim()
             print(f"{'simulator':10s} {'tiles':>6s} {'sim s':>7s} {'wall s':>7s} {'tiles/s':>9s} "
@@ -666,6 +679,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "GEMMs without --tiles), memory -> WMMA ops -> memory, the GEMM top, or "
                         "the AXI SoC block (whole GEMMs, C included)")
     v.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
+    v.add_argument("--cores", type=int, default=None, metavar="N",
+                   help="warps of the GEMM top or the soc block (--through gemm or soc), 1..8")
     v.add_argument("--tiles", type=int, default=None, metavar="N",
                    help="only the first N tiles (16x16 output tiles of a whole GEMM)")
     v.add_argument("--waves", action="store_true", default=None,
@@ -742,8 +757,9 @@ def build_parser() -> argparse.ArgumentParser:
     rg.set_defaults(func=cmd_regs)
 
     b = sub.add_parser("bench", help="benchmarks that print figures")
-    b.add_argument("what", choices=["golden", "sim", "all"],
-                   help="all: golden, sim and a GEMM, as one table (make bench)")
+    b.add_argument("what", choices=["golden", "sim", "soc", "all"],
+                   help="all: golden, sim and a GEMM, as one table (make bench); soc: the soc "
+                        "design with 1, 2 and 4 warps")
     b.add_argument("--tiles", type=int, default=4096)
     b.add_argument("--json", action="store_true", help="last line: one JSON object")
     b.set_defaults(func=cmd_bench)

@@ -18,6 +18,14 @@ def test_soc_bench_verilator():
     run_bench("verilator", "soc", "tb.soc_bench", TESTS, params={}, quiet=True)
 
 
+def test_soc_bench_two_warps_verilator():
+    """Two warps share the AXI4 master: GEMMs bit-exact (tiles claimed as warps become free),
+    a failed read stops both warps with no partial tile, a soft reset stops both."""
+    run_bench("verilator", "soc", "tb.soc_bench", ["gemms", "read_error", "soft_reset"],
+              params={"cores": 2}, options={"cases": "32x48x32:fp16:f32:c,48x16x32:bf16:f32:0,"
+                                                     "16x16x16:fp16:f16:c"}, quiet=True)
+
+
 def test_soc_bench_icarus():
     run_bench("icarus", "soc", "tb.soc_bench", ["gemms", "bad_configs", "decode_errors"],
               params={}, options={"cases": "16x16x32:fp16:f32:c"}, quiet=True)
@@ -44,7 +52,21 @@ def test_silicon_gemm_through_soc(name, capsys):
     assert sum(" clk" in line for line in out[:-1]) == 3
 
 
+def test_silicon_gemm_through_soc_with_two_warps(capsys):
+    name = "h200_matmulT_normal_64x64x64.npz"
+    code = main(["verify", str(SILICON / name), "--backend", "verilator", "--through", "soc",
+                 "--cores", "2"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0 and out[-1] == f"checked {3 * 64 * 64} mismatches 0", out[-4:]
+
+
 def test_verify_through_soc_refuses_what_it_cannot_run(capsys):
+    assert main(["verify", str(SILICON / "h200_matmulT_normal_64x64x64.npz"), "--backend",
+                 "verilator", "--cores", "2"]) == 2
+    assert "--cores is for --through gemm or soc" in capsys.readouterr().err
+    assert main(["verify", str(SILICON / "h200_matmulT_normal_64x64x64.npz"), "--backend",
+                 "verilator", "--through", "soc", "--cores", "9"]) == 2
+    assert "--cores must be 1 to 8" in capsys.readouterr().err
     assert main(["verify", str(SILICON / "h200_targeted.npz"), "--backend", "verilator",
                  "--through", "soc"]) == 2
     assert "whole-GEMM files" in capsys.readouterr().err
