@@ -716,7 +716,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("verilog", help="write the Verilog of every top-level design")
     g.add_argument("-o", required=True, metavar="DIR", help="output folder")
     g.add_argument("--design", action="append", help="only this design (repeatable)")
-    g.add_argument("--cores", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm)")
+    g.add_argument("--cores", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm, soc)")
     g.add_argument("--stages", type=int, default=None, help="pipeline stages of the MMA4 core(s)")
     g.add_argument("--mem-kib", type=int, default=None, metavar="KIB",
                    help="working memory of wmma, gemm, fp4gemm in KiB (a power of two)")
