@@ -386,7 +386,7 @@ def _round_robin(m: Module, requests, last, name: str):
     for i in reversed(range(n)):
         with m.If(requests[i]):
             m.d.comb += pick.eq(i)
-    for i in reversed(range(n)):
+    for i in reversed(range(1, n)):             # (no request is after ``last`` at index 0)
         with m.If(requests[i] & (i > last)):
             m.d.comb += pick.eq(i)
     return pick, Cat(*requests).any()
