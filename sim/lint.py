@@ -9,11 +9,10 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from .runner import MULT18X18D_MODEL as MULT18X18D
 from .runner import ROOT, build_root, setup_path
 
 WAIVERS = ROOT / "rtl" / "lint" / "waivers.vlt"
-#: A behavioural model of the ECP5 DSP that the synthesised MMA4 (dsp="ecp5") instantiates.
-MULT18X18D = ROOT / "rtl" / "lint" / "MULT18X18D.v"
 
 
 def lint_file(path, top: str, extra=()) -> str:
