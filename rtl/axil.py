@@ -170,11 +170,13 @@ class AxiLiteRegs(wiring.Component):
         # ---- read channel: one read in flight ----------------------------------------------
         m.d.comb += bus.arready.eq(~bus.rvalid)
         with m.If(bus.arvalid & bus.arready):
-            m.d.sync += [bus.rvalid.eq(1), bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]
+            m.d.sync += bus.rvalid.eq(1)
             with m.Switch(bus.araddr[2:]):
                 for idx, word in read_value.items():
                     with m.Case(idx):
                         m.d.sync += [bus.rdata.eq(word), bus.rresp.eq(RESP_OKAY)]
+                with m.Default():                   # an unmapped address
+                    m.d.sync += [bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]
         with m.Elif(bus.rready):
             m.d.sync += bus.rvalid.eq(0)
         return m

@@ -1,263 +1,286 @@
-"""The pieces of one block fused dot-add: multiplier, exponent maximum, aligner, normaliser and
-the two output packers.  All combinational; the core (:mod:`rtl.mma4`) places the registers.
+"""The pieces of one block fused dot-add as the pipelined core (:mod:`rtl.mma4`) uses them:
+biased exponents, the DSP multiplier with its registers, the product and addend aligners, the
+adders with negation through carry-ins, a tree leading-zero count and the one normalise /
+round / pack unit for both output formats.
 
 Golden twin: :func:`golden.dot.fused_sum` and :func:`golden.dot.round_output`.
 
-Fixed-point convention: a term is an integer multiple of ``2**(E - 25)`` (the Hopper grid), where
-E is the block's exponent.  A product ``sig * 2**(exp - 20)`` (22-bit significand) becomes
-``(sig << 5) >> (E - exp)``, below 2**27; an addend ``sig * 2**(exp - 23)`` becomes
-``(sig << 2) >> (E - exp)``, below 2**26.  A right shift drops the bits below the grid, which is
-the rule's truncation toward zero on the magnitude; the sign is applied afterwards.
+Exponents are *biased* and unsigned: an operand's exponent ``u`` is its nominal exponent + 127
+(FP16 and BF16 alike), a product's ``pe = ua + ub`` is nominal + 254 (0 marks a zero product),
+an addend's likewise nominal + 254, and the block exponent E the largest of them (9 bits).
+
+Fixed point: a term is an integer multiple of ``2**(E - GRID)`` (Hopper: GRID = 25).  A
+product ``P * 2**(pe - 254 - 20)`` (P the 22-bit exact significand product) becomes
+``(P << 5) >> (E - pe)``, below 2**27; an addend ``sig * 2**(pe - 254 - 23)`` becomes
+``(sig << 2) >> (E - pe)``, below 2**26.  The right shift drops the bits below the grid: the
+rule's truncation toward zero on the magnitude; the sign is applied afterwards, as a ones'
+complement whose +1 rides on an adder's carry-in.
 """
 
 from amaranth import *
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from .formats import Addend, Operand
+from numerics import HOPPER
 
-__all__ = ["GRID", "ACC_WIDTH", "E_NONE", "Product", "Multiplier", "ExpMax", "Aligner",
-           "Normaliser", "PackFP32", "PackFP16"]
+from .formats import FP16, FP32
 
-GRID = 25                       # F: terms are truncated to multiples of 2**(E - GRID)
-PRODUCT_TERM_BITS = 27          # 22-bit product significand << 5
-ADDEND_TERM_BITS = 26           # 24-bit addend significand << 2
+__all__ = ["GRID", "F16_FLOOR", "EXP_BIAS", "E_WIDTH", "ACC_WIDTH", "PRODUCT_SHIFT", "ADDEND_SHIFT", "PRODUCT_TERM_BITS",
+           "ADDEND_TERM_BITS", "E_F16_FLOOR", "Multiplier", "dsp_operands", "product_term",
+           "addend_shift", "extend", "add_cin", "leading_zeros", "RoundPack"]
+
+_STEP = HOPPER.step("fp16")
+GRID = _STEP.grid               # F: terms are truncated to multiples of 2**(E - GRID)
+F16_FLOOR = _STEP.f16_floor     # FP16-output mode: E is at least this
+EXP_BIAS = 254                  # a biased product / block exponent is nominal + 254
+E_WIDTH = 9                     # biased exponents: 0 (no nonzero term) .. 510
+E_F16_FLOOR = F16_FLOOR + EXP_BIAS
+PRODUCT_SHIFT = GRID - 20       # a 22-bit product significand has 20 fraction bits
+ADDEND_SHIFT = GRID - 23        # a 24-bit addend significand has 23
+PRODUCT_TERM_BITS = 22 + PRODUCT_SHIFT
+ADDEND_TERM_BITS = 24 + ADDEND_SHIFT
 ACC_WIDTH = 34                  # signed: 17 terms below 2**27 each, with room to spare
-E_WIDTH = 11                    # signed block exponent; BF16 products reach +-254
-E_NONE = -(1 << (E_WIDTH - 1))  # "no nonzero term": below every real exponent
-
-
-class Product(data.Struct):
-    """An exact, unnormalised product: value = (-1)**sign * sig * 2**(exp - 20)."""
-    sig: 22
-    exp: signed(10)
-    sign: 1
-    zero: 1
-    inf: 1
-    nan: 1
+# The result's LSB sits at bit 9 (FP32) or 22 (FP16) of the normalised 33-bit magnitude; the
+# left shift that puts it at the smallest subnormal quantum is E_nom + CLAMP.
+F32_CLAMP = 149 + 9 - GRID
+F16_CLAMP = 24 + 22 - GRID
+# The DSP operands carry the fine part of a product's shift (see dsp_operands).
+DSP_A_BITS, DSP_B_BITS, DSP_P_BITS = 14, 15, 29
 
 
 class Multiplier(wiring.Component):
-    """Exact significand product and exponent sum of two :class:`Operand`s.
+    """An unsigned DSP multiplier with its input, pipeline and output registers: ``p`` is
+    ``a * b`` of three clocks before.  Throughput one product per clock.
 
-    The product is not renormalised (its nominal exponent is ``a.exp + b.exp``), and its
-    special flags follow IEEE: Inf x 0 is NaN.
+    ``arch="generic"`` writes ``*`` between registers (any simulator, any target);
+    ``arch="ecp5"`` instantiates an ECP5 ``MULT18X18D`` with its three register stages on, which
+    Yosys does not infer from fabric registers.
     """
 
-    a: In(Operand)
-    b: In(Operand)
-    o: Out(Product)
+    LATENCY = 3
+
+    def __init__(self, a_bits=DSP_A_BITS, b_bits=DSP_B_BITS, *, arch="generic"):
+        if arch not in ("generic", "ecp5"):
+            raise ValueError(f"Multiplier arch must be 'generic' or 'ecp5', not {arch!r}")
+        if arch == "ecp5" and max(a_bits, b_bits) > 18:
+            raise ValueError("MULT18X18D operands are at most 18 bits")
+        self._arch = arch
+        super().__init__({"a": In(a_bits), "b": In(b_bits), "p": Out(a_bits + b_bits)})
 
     def elaborate(self, platform):
         m = Module()
-        a, b, o = self.a, self.b, self.o
-        nan = a.nan | b.nan | (a.inf & b.zero) | (b.inf & a.zero)
-        m.d.comb += [
-            o.sig.eq(a.sig * b.sig),
-            o.exp.eq(a.exp + b.exp),
-            o.sign.eq(a.sign ^ b.sign),
-            o.zero.eq(a.zero | b.zero),
-            o.nan.eq(nan),
-            o.inf.eq((a.inf | b.inf) & ~nan),
-        ]
+        if self._arch == "generic":
+            a1 = Signal.like(self.a, reset_less=True)
+            b1 = Signal.like(self.b, reset_less=True)
+            p2 = Signal.like(self.p, reset_less=True)
+            p3 = Signal.like(self.p, reset_less=True)
+            m.d.sync += [a1.eq(self.a), b1.eq(self.b), p2.eq(a1 * b1), p3.eq(p2)]
+            m.d.comb += self.p.eq(p3)
+            return m
+        p = Signal(36)
+        ports = {f"i_A{n}": self.a[n] if n < len(self.a) else C(0, 1) for n in range(18)}
+        ports.update({f"i_B{n}": self.b[n] if n < len(self.b) else C(0, 1) for n in range(18)})
+        ports.update({f"i_C{n}": C(0, 1) for n in range(18)})
+        ports.update({f"o_P{n}": p[n] for n in range(36)})
+        m.submodules.dsp = Instance(
+            "MULT18X18D",
+            p_REG_INPUTA_CLK="CLK0", p_REG_INPUTB_CLK="CLK0", p_REG_PIPELINE_CLK="CLK0",
+            p_REG_OUTPUT_CLK="CLK0", p_GSR="DISABLED", p_RESETMODE="SYNC",
+            i_SIGNEDA=C(0, 1), i_SIGNEDB=C(0, 1), i_SOURCEA=C(0, 1), i_SOURCEB=C(0, 1),
+            i_CLK0=ClockSignal(), i_CLK1=C(0, 1), i_CLK2=C(0, 1), i_CLK3=C(0, 1),
+            i_CE0=C(1, 1), i_CE1=C(0, 1), i_CE2=C(0, 1), i_CE3=C(0, 1),
+            i_RST0=C(0, 1), i_RST1=C(0, 1), i_RST2=C(0, 1), i_RST3=C(0, 1),
+            **ports)
+        m.d.comb += self.p.eq(p[:len(self.p)])
         return m
 
 
-class ExpMax(wiring.Component):
-    """Maximum of ``n`` signed exponents, each with an enable (disabled inputs are ignored).
+def dsp_operands(sig_a, sig_b, d):
+    """Split a product's right shift ``d`` (0..31) between the DSP and one fabric mux.
 
-    Gives :data:`E_NONE` when no input is enabled.  A balanced tree of comparators.
+    ``d = 8q + r``: the DSP computes ``Q = (sig_a << s_a) * (sig_b << 4 s_b) = P << (7 - r)``
+    (``7 - r = 4 s_b + s_a``; 14- and 15-bit operands, so a 4:1 and a 2:1 mux), and
+    :func:`product_term` shifts Q right by ``8q + 7 - PRODUCT_SHIFT``: a 4:1 mux.  Returns
+    ``(a, b, q)``.
     """
-
-    def __init__(self, n: int):
-        if n < 1:
-            raise ValueError(f"ExpMax needs at least one input, not {n!r}")
-        self._n = n
-        super().__init__({
-            "exp": In(signed(E_WIDTH)).array(n),
-            "en": In(1).array(n),
-            "o": Out(signed(E_WIDTH)),
-        })
-
-    @property
-    def n(self):
-        return self._n
-
-    def elaborate(self, platform):
-        m = Module()
-        level = [Mux(en, e, E_NONE) for e, en in zip(self.exp, self.en)]
-        while len(level) > 1:
-            nxt = [Mux(x > y, x, y) for x, y in zip(level[0::2], level[1::2])]
-            if len(level) % 2:
-                nxt.append(level[-1])
-            level = nxt
-        m.d.comb += self.o.eq(level[0])
-        return m
+    s = ~d[0:3]                                      # 7 - r
+    a = Mux(s[1], Mux(s[0], sig_a << 3, sig_a << 2), Mux(s[0], sig_a << 1, sig_a))
+    b = Mux(s[2], sig_b << 4, sig_b)
+    return a[:DSP_A_BITS], b[:DSP_B_BITS], d[3:5]
 
 
-class Aligner(wiring.Component):
-    """Shift a magnitude right by ``shift`` (dropping what falls below the grid), then sign it.
-
-    Parameters
-    ----------
-    width : int
-        Width of ``mag``; shifts of ``width`` or more give 0.
-
-    Members
-    -------
-    mag : In(width)
-    shift : In(unsigned)
-        Saturated by the caller to at most ``width``.
-    neg : In(1)
-    o : Out(signed(width + 1))
-    """
-
-    def __init__(self, width: int):
-        self._width = width
-        self._shift_bits = width.bit_length()
-        super().__init__({
-            "mag": In(width),
-            "shift": In(self._shift_bits),
-            "neg": In(1),
-            "o": Out(signed(width + 1)),
-        })
-
-    def elaborate(self, platform):
-        m = Module()
-        t = Signal(self._width)
-        m.d.comb += t.eq(self.mag >> self.shift)
-        m.d.comb += self.o.eq(Mux(self.neg, -t, t))
-        return m
+def product_term(q_prod, q, neg):
+    """The aligned product term in ones' complement: ``(Q >> (8q + 7 - PRODUCT_SHIFT)) ^ neg``
+    (``PRODUCT_TERM_BITS`` wide, and a sign bit); the +1 of a negative term is the caller's
+    carry-in.  The XOR shares the mux's LUTs."""
+    base = 7 - PRODUCT_SHIFT
+    opts = [q_prod[base + 8 * n:][:PRODUCT_TERM_BITS] for n in range(4)]
+    t = Mux(q[1], Mux(q[0], opts[3], opts[2]), Mux(q[0], opts[1], opts[0]))
+    return Cat(t ^ neg.replicate(PRODUCT_TERM_BITS), neg).as_signed()
 
 
-def saturate_shift(m, d, limit):
-    """A signed distance ``d`` clamped into [0, limit] as an unsigned signal."""
-    out = Signal(range(limit + 1))
-    m.d.comb += out.eq(Mux(d < 0, 0, Mux(d > limit, limit, d)))
+def addend_shift(m, mag, d, level):
+    """One level of the addend's two-level right shift: ``level`` 0 shifts by ``8 * d[3:5]``
+    (4:1 mux), level 1 by ``d[0:3]`` (8:1 mux)."""
+    out = Signal(len(mag))
+    if level == 0:
+        m.d.comb += out.eq(Array([mag >> (8 * n) for n in range(4)])[d[3:5]])
+    else:
+        m.d.comb += out.eq(mag >> d[0:3])
     return out
 
 
-class Normaliser(wiring.Component):
-    """Magnitude, sign and leading-one position of the accumulated sum.
+def extend(v, width):
+    """``v`` sign- or zero-extended (by its own signedness) or cut to ``width`` bits."""
+    v = Value.cast(v)
+    pad = v[-1] if v.shape().signed else C(0, 1)
+    return Cat(v, pad.replicate(max(0, width - len(v))))[:width]
 
-    Members
-    -------
-    acc : In(signed(ACC_WIDTH))
-    mag : Out(ACC_WIDTH - 1)
-    neg : Out(1)
-    msb : Out(range(ACC_WIDTH))
-        Index of the leading one of ``mag`` (0 when ``mag`` is 0).
+
+def add_cin(a, b, cin, width):
+    """``a + b + cin`` modulo 2**width (signed result) as one carry chain: the carry-in rides
+    in an extra low bit, ``Cat(1, a) + Cat(cin, b)``."""
+    ax = Cat(C(1, 1), extend(a, width))
+    bx = Cat(cin, extend(b, width))
+    return (ax + bx)[1:width + 1].as_signed()
+
+
+def leading_zeros(m, x):
+    """Leading-zero count of ``x`` (MSB = ``x[-1]``) as a tree of 2:1 merges, log2 levels deep;
+    ``len(x)`` when ``x`` is 0."""
+    n = len(x)
+    size = 1 << (n - 1).bit_length()
+    # Pad below the LSB with ones: the count of a nonzero x is unchanged, and 0 counts n.
+    w = Cat(C((1 << (size - n)) - 1, size - n), x) if size > n else x
+
+    def tree(bits):             # -> (all zero, count of leading zeros below the width)
+        if len(bits) == 2:                # a leaf: no zero-width counts
+            return ~bits[1] & ~bits[0], ~bits[1]
+        half = len(bits) // 2
+        zl, cl = tree(bits[:half])      # low half
+        zh, ch = tree(bits[half:])      # high half
+        return zh & zl, Cat(Mux(zh, cl, ch), zh)
+
+    _, count = tree(w)
+    out = Signal(range(size + 1))
+    m.d.comb += out.eq(count)
+    return out
+
+
+class RoundPack(wiring.Component):
+    """The one normalise / round / pack unit of an output, FP32 and FP16 alike.
+
+    value = ``acc * 2**(e - EXP_BIAS - GRID)``; ``e`` is the block's biased exponent (already
+    raised to the FP16 floor in FP16 mode).  ``bits`` is the value rounded toward zero to FP32,
+    or to nearest-even once to FP16 (low half): every zero is +0, overflow gives Inf,
+    ``special`` (0 none, 1 NaN, 2 +Inf, 3 -Inf) overrides with the canonical value.
+
+    How: the magnitude is shifted left to put its leading one at bit 32, the shift clamped where
+    the result is subnormal (a marker bit at the clamp stops the leading-zero count), so that
+    the result's significand is a fixed field: bits 32..9 (FP32, RZ: a field select) or 32..22
+    with guard bit 21 and sticky 20..0 (FP16, RNE).  The exponent field is then ``F - L``
+    (F = the clamp, L = the shift), added to the significand so that its hidden bit and a
+    rounding carry step the exponent.  FP32 results below 2**-126 whose E leaves the clamp
+    negative are first cut by a multiple of 8 bits (RZ: truncation).
+
+    Latency: ``STAGES`` clocks with ``pipelined`` (input to ``bits``, registers N1..N5; ``bits``
+    is combinational after the last, for the caller's output memory), 0 without.  Throughput
+    one value per clock.
     """
+
+    STAGES = 5
 
     acc: In(signed(ACC_WIDTH))
-    mag: Out(ACC_WIDTH - 1)
-    neg: Out(1)
-    msb: Out(range(ACC_WIDTH))
-
-    def elaborate(self, platform):
-        m = Module()
-        m.d.comb += [
-            self.neg.eq(self.acc < 0),
-            self.mag.eq(Mux(self.acc < 0, -self.acc, self.acc)),
-        ]
-        # Leading-one detector as a binary search: log2(width) levels of muxes.
-        x = self.mag
-        width = len(x)
-        levels = []
-        step = 1 << (width - 1).bit_length()
-        pos_bits = []
-        cur = Cat(x, C(0, step - width))
-        while step > 1:
-            half = step // 2
-            hi = cur[half:step]
-            has_hi = hi != 0
-            pos_bits.append(has_hi)
-            nxt = Signal(half)
-            m.d.comb += nxt.eq(Mux(has_hi, hi, cur[:half]))
-            cur = nxt
-            step = half
-        m.d.comb += self.msb.eq(Cat(*reversed(pos_bits)))
-        return m
-
-
-class _Packer(wiring.Component):
-    """The ports of both packers: value = (-1)**neg * mag * 2**(e - 25), ``msb`` the leading
-    one of ``mag``, ``bits`` the result (FP16 in the low half)."""
-
-    mag: In(ACC_WIDTH - 1)
-    msb: In(range(ACC_WIDTH))
-    neg: In(1)
-    e: In(signed(E_WIDTH))
+    f: In(signed(E_WIDTH + 1))      # the clamp F: e - 233 (FP16 out) or e - 121 (FP32 out)
+    f16: In(1)
+    special: In(2)
     bits: Out(32)
 
+    def __init__(self, *, pipelined=True):
+        self._pipelined = pipelined
+        super().__init__()
 
-class PackFP32(_Packer):
-    """Round toward zero to FP32: value = (-1)**neg * mag * 2**(e - 25).
+    @staticmethod
+    def clamp_of(e, f16):
+        """F from the biased block exponent: the left shift that puts the LSB of the result
+        at the smallest subnormal quantum (2**-24 FP16, 2**-149 FP32)."""
+        return (e - Mux(f16, EXP_BIAS - F16_CLAMP, EXP_BIAS - F32_CLAMP))[:E_WIDTH + 1].as_signed()
 
-    ``e`` is the block exponent E; ``msb`` the leading-one index of ``mag``.  Subnormal results
-    are kept, magnitudes of 2**128 or more give Inf, zero gives +0.
-    """
-
-    def elaborate(self, platform):
-        m = Module()
-        ev = Signal(signed(E_WIDTH + 2))          # exponent of the leading one
-        m.d.comb += ev.eq(self.e - GRID + self.msb)
-        # Quantum of the result: 2**(ev - 23) when normal, 2**-149 when subnormal.
-        # shift = quantum exponent - (e - 25): right when positive, left when negative.
-        shift = Signal(signed(E_WIDTH + 2))
-        m.d.comb += shift.eq(Mux(ev >= -126, self.msb - 23, -124 - self.e))
-        right = saturate_shift(m, shift, ACC_WIDTH)
-        sig = Signal(24)
-        with m.If(shift >= 0):
-            m.d.comb += sig.eq(self.mag >> right)
-        with m.Else():
-            m.d.comb += sig.eq(self.mag << (-shift)[:5])
-        packed = Signal(32)
-        m.d.comb += packed.eq(Mux(ev >= -126, (ev + 126)[:8].shift_left(23), 0) + sig)
-        with m.If((self.mag == 0) | (packed == 0)):   # zero sum, or below the smallest subnormal: +0
-            m.d.comb += self.bits.eq(0)
-        with m.Elif(ev >= 128):
-            m.d.comb += self.bits.eq(Cat(C(0, 23), C(0xFF, 8), self.neg))
-        with m.Else():
-            m.d.comb += self.bits.eq(Cat(packed[:31], self.neg))
-        return m
-
-
-class PackFP16(_Packer):
-    """Round to nearest-even to FP16, once, from the exact sum: value = (-1)**neg * mag * 2**(e - 25).
-
-    Overflow gives Inf, zero (also a nonzero sum that rounds to zero) gives +0.  The caller has
-    already raised E to the FP16-output floor (-21), which bounds the shifts here.
-    """
+    def _reg(self, m, value, name):
+        sig = Signal(value.shape(), name=name, reset_less=True)
+        if self._pipelined:
+            m.d.sync += sig.eq(value)
+        else:
+            m.d.comb += sig.eq(value)
+        return sig
 
     def elaborate(self, platform):
         m = Module()
-        ev = Signal(signed(E_WIDTH + 2))
-        m.d.comb += ev.eq(self.e - GRID + self.msb)
-        # Quantum 2**(ev - 10) when normal, 2**-24 when subnormal.
-        shift = Signal(signed(E_WIDTH + 2))
-        m.d.comb += shift.eq(Mux(ev >= -14, self.msb - 10, 1 - self.e))
-        right = saturate_shift(m, shift, ACC_WIDTH)
-        kept = Signal(ACC_WIDTH)
-        rounded = Signal(ACC_WIDTH)
-        with m.If(shift > 0):
-            right1 = Signal(range(ACC_WIDTH + 1))
-            m.d.comb += right1.eq(right - 1)
-            guard = (self.mag >> right1)[0]
-            below = Signal(ACC_WIDTH)
-            m.d.comb += below.eq((Const(1, ACC_WIDTH) << right1) - 1)
-            sticky = (self.mag & below) != 0
-            m.d.comb += kept.eq(self.mag >> right)
-            m.d.comb += rounded.eq(kept + (guard & (sticky | kept[0])))
-        with m.Else():
-            m.d.comb += kept.eq(self.mag << (-shift)[:5])
-            m.d.comb += rounded.eq(kept)
-        packed = Signal(ACC_WIDTH + 1)
-        m.d.comb += packed.eq(Mux(ev >= -14, (ev + 14)[:6].shift_left(10), 0) + rounded)
-        with m.If((self.mag == 0) | (packed == 0)):   # zero sum, or rounds to zero: +0
-            m.d.comb += self.bits.eq(0)
-        with m.Elif((ev >= 16) | (packed >= 0x7C00)):
-            m.d.comb += self.bits.eq(Cat(C(0x7C00, 15), self.neg))
-        with m.Else():
-            m.d.comb += self.bits.eq(Cat(packed[:15], self.neg))
+        W = ACC_WIDTH - 1                               # magnitude bits: 33, MSB at 32
+        acc, f = self.acc, self.f
+
+        # N1: magnitude; an FP32 clamp below 0 (E_nom < -133) pre-cuts by 8k bits, k = ceil(-F/8).
+        neg = acc[-1]
+        mag = Mux(neg, -acc, acc)[:W]
+        low = f < 0
+        k = Mux(low, (~f[3:5] + 1)[:2], 0)
+        f_eff = Mux(low, f[0:3], f)[:E_WIDTH + 1]
+        gone = f < -24                                  # every bit lies below 2**-149
+        cut = Mux(gone, 0, Array([mag >> (8 * n) for n in range(4)])[k])
+        marker = Mux(f_eff < W, Const(1 << (W - 1), W) >> f_eff[:6], 0)
+        n1 = [self._reg(m, v, f"n1_{i}") for i, v in enumerate(
+            [cut, Cat(cut | marker), f_eff, neg, self.f16, self.special])]
+        cut1, probe1, f1, neg1, f16_1, sp1 = n1
+
+        # N2: the left shift L = min(leading zeros, F) by the marker.
+        lz = leading_zeros(m, probe1)
+        n2 = [self._reg(m, v, f"n2_{i}") for i, v in enumerate([cut1, lz, f1, neg1, f16_1, sp1])]
+        cut2, l2, f2, neg2, f16_2, sp2 = n2
+
+        # N3: the shift's coarse level (by 8s) and the exponent field base F - L.
+        # L <= 33: l2[3:6] is 0..4; the three unused codes select 0 (a complete case).
+        y = Array([(cut2 << (8 * n))[:W] for n in range(5)] + [C(0, W)] * 3)[l2[3:6]]
+        base = (f2 - l2)[:E_WIDTH + 1]
+        n3 = [self._reg(m, v, f"n3_{i}") for i, v in enumerate([y, l2[0:3], base, neg2, f16_2, sp2])]
+        y3, l3, base3, neg3, f16_3, sp3 = n3
+
+        # N4: the fine level.
+        z = (y3 << l3)[:W]
+        n4 = [self._reg(m, v, f"n4_{i}") for i, v in enumerate([z, base3, neg3, f16_3, sp3])]
+        z4, base4, neg4, f16_4, sp4 = n4
+
+        # N5: guard, sticky and what overflow and zero need, ahead of the packing add.
+        s32, s16 = z4[9:33], z4[22:33]
+        guard, sticky = z4[21], z4[0:21].any()
+        up = f16_4 & guard & (sticky | s16[0])
+        # base > 0 means a normal result, whose hidden bit is in the field: S = 0 is a zero.
+        sig_zero = Mux(f16_4, s16 == 0, s32 == 0)
+        ovf_now = Mux(f16_4, base4 >= 30, base4 >= 254)
+        ovf_up = f16_4 & (base4 == 29) & (s16 == 0x7FF)
+        n5 = [self._reg(m, v, f"n5_{i}") for i, v in enumerate(
+            [s32, base4, up, sig_zero, ovf_now, ovf_up, neg4, f16_4, sp4])]
+        s32_5, base5, up5, zero5, ovf5, ovfu5, neg5, f16_5, sp5 = n5
+
+        # Pack: exponent base + significand (+ the rounding carry), then zero, Inf and specials.
+        packed = add_cin(Mux(f16_5, base5 << 10, base5 << 23)[:31],
+                         Mux(f16_5, s32_5[13:24], s32_5), up5, 31)
+        zero = zero5 & ~up5
+        ovf = ovf5 | (ovfu5 & up5)
+        with m.Switch(sp5):
+            with m.Case(1):
+                m.d.comb += self.bits.eq(Mux(f16_5, FP16.canonical_nan, FP32.canonical_nan))
+            with m.Case(2):
+                m.d.comb += self.bits.eq(Mux(f16_5, FP16.pos_inf, FP32.pos_inf))
+            with m.Case(3):
+                m.d.comb += self.bits.eq(Mux(f16_5, FP16.neg_inf, FP32.neg_inf))
+            with m.Default():
+                with m.If(zero):
+                    m.d.comb += self.bits.eq(0)
+                with m.Elif(ovf):
+                    m.d.comb += self.bits.eq(Mux(f16_5, Mux(neg5, FP16.neg_inf, FP16.pos_inf),
+                                                 Mux(neg5, FP32.neg_inf, FP32.pos_inf)))
+                with m.Elif(f16_5):
+                    m.d.comb += self.bits.eq(Cat(packed[:15], neg5))
+                with m.Else():
+                    m.d.comb += self.bits.eq(Cat(packed[:31], neg5))
         return m

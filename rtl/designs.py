@@ -58,11 +58,11 @@ LINT_PARAMS = {"mma4": {}, "fragments": {"a_frags": 2, "b_frags": 2, "acc_frags"
                "fp4dec": {"lanes": 16}, "fp4gemm": {"cores": 1, "mem_words": 32768},
                "axilregs": {}, "soc": {}}
 SYNTH_PARAMS = {
-    "mma4": {"stages": 2},
-    "gemm": {"cores": 1, "mem_words": 4096, "stages": 2},
-    "wmma": {"mem_words": 4096, "stages": 2},
+    "mma4": {"dsp": "ecp5"},
+    "gemm": {"cores": 1, "mem_words": 4096},
+    "wmma": {"mem_words": 4096},
     "fp4dec": {"lanes": 16},
-    "fp4gemm": {"cores": 1, "mem_words": 4096, "stages": 2},
+    "fp4gemm": {"cores": 1, "mem_words": 4096},
     "soc": {"cores": 1, "data_width": 128},
 }
 

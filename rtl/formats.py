@@ -13,7 +13,8 @@ from amaranth import *
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["FP16Bits", "BF16Bits", "FP32Bits", "Operand", "Addend", "Unpack", "UnpackAddend"]
+__all__ = ["FP16Bits", "BF16Bits", "FP32Bits", "FP16", "FP32", "Operand", "Addend", "Unpack",
+           "UnpackAddend"]
 
 
 class FP16Bits(data.Struct):
@@ -32,6 +33,22 @@ class FP32Bits(data.Struct):
     fraction: 23
     exponent: 8
     sign: 1
+
+
+class FP32:
+    """FP32 constants: exponent bias and the special results the core produces."""
+    bias = 127
+    canonical_nan = 0x7FFF_FFFF       # the NaN every Hopper MMA returns, FP32 out
+    pos_inf = 0x7F80_0000
+    neg_inf = 0xFF80_0000
+
+
+class FP16:
+    """FP16 constants: exponent bias and the special results the core produces."""
+    bias = 15
+    canonical_nan = 0x7FFF
+    pos_inf = 0x7C00
+    neg_inf = 0xFC00
 
 
 class Operand(data.Struct):

@@ -191,8 +191,7 @@ class MatmulTWarp(wiring.Component):
     ``run`` low holds every engine in reset (a cleared warp starts from nothing).
     """
 
-    def __init__(self, *, stages: int = 2):
-        self._stages = stages
+    def __init__(self):
         super().__init__({
             "cfg": In(GemmConfig),
             "run": In(1),                       # high while a GEMM runs; low clears the warp
@@ -206,7 +205,7 @@ class MatmulTWarp(wiring.Component):
         })
         self.bank = FragmentBank(a_frags=2, b_frags=2, acc_frags=2, load_ports=2,
                                  col_major=False)
-        self.core = MMA4(stages=stages)
+        self.core = MMA4()
 
     def elaborate(self, platform):
         m = Module()
@@ -312,17 +311,15 @@ class GemmTop(wiring.Component):
     cores : int, 1..8
         Warps, each with one MMA4 core: peak 64 * cores FMA per clock.
     mem_words : int
-    stages : int
-        Pipeline stages of each core (:class:`rtl.mma4.MMA4`).
     """
 
-    def __init__(self, *, cores: int = 1, mem_words: int = 32768, stages: int = 2):
+    def __init__(self, *, cores: int = 1, mem_words: int = 32768):
         if not 1 <= cores <= 8:
             raise ValueError(f"Cores must be 1 to 8, not {cores!r}")
         if mem_words < 64 or mem_words & (mem_words - 1) or mem_words > (1 << ADDR_BITS):
             raise ValueError(f"Memory words must be a power of two in 64..2**{ADDR_BITS}, not {mem_words!r}")
         self._cores, self._mem_words = cores, mem_words
-        self.warps = [MatmulTWarp(stages=stages) for _ in range(cores)]
+        self.warps = [MatmulTWarp() for _ in range(cores)]
         super().__init__({
             "cfg": In(GemmConfig), "start": In(1),
             "busy": Out(1), "done": Out(1), "cycles": Out(32), "beats": Out(32), "tiles_done": Out(2 * TILE_BITS),

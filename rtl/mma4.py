@@ -4,17 +4,19 @@ Golden twin: :func:`golden.mma.mma4`.
 """
 
 from amaranth import *
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .datapath import (ACC_WIDTH, E_NONE, E_WIDTH, Aligner, ExpMax, Multiplier, Normaliser,
-                       PackFP16, PackFP32, PRODUCT_TERM_BITS, ADDEND_TERM_BITS, saturate_shift)
-from .formats import Unpack, UnpackAddend
+from numerics import HOPPER
 
-__all__ = ["Beat", "DTile", "MMA4", "F16_FLOOR"]
+from .datapath import (ACC_WIDTH, ADDEND_SHIFT, ADDEND_TERM_BITS, E_F16_FLOOR, E_WIDTH, EXP_BIAS,
+                       Multiplier, RoundPack, add_cin, addend_shift, dsp_operands, extend,
+                       product_term)
+from .formats import FP16, FP32, Unpack, UnpackAddend
 
-F16_FLOOR = -21     # FP16-output mode: E is at least this (measured on the H200)
-MAX_BEATS = 4       # a group fuses at most 4 beats: K = 16
+__all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry"]
+
+MAX_BEATS = HOPPER.step("fp16").block // 4     # a group fuses at most 4 beats: K = 16
 
 
 class Beat(data.Struct):
@@ -51,20 +53,57 @@ DTile = data.ArrayLayout(32, 16)
 """One output: D[i][j] at index ``4*i + j``, FP32 bits or FP16 bits in the low half."""
 
 
-def _stage(m, en, on, value):
-    """A pipeline register under the global enable when ``on``, else a wire.
+class BeatEntry(data.Struct):
+    """A beat as the significand FIFO keeps it: unpacked in its group's formats, with the
+    biased exponent of each product and addend (0 for a zero term, below every real one)."""
 
-    ``value`` may be nested lists of values; the same structure comes back.
-    """
+    a_sig: data.ArrayLayout(11, 16)
+    a_neg: 16
+    b_sig: data.ArrayLayout(11, 16)
+    b_neg: 16
+    pe: data.ArrayLayout(E_WIDTH, 64)       # product (x = 4i + j, k) at 4x + k
+    c_sig: data.ArrayLayout(24, 16)         # 0 after a group's first beat
+    c_neg: 16
+    c_pe: data.ArrayLayout(E_WIDTH, 16)
+
+
+class GroupEntry(data.Struct):
+    """What the exponent lane learns of a whole group: each output's block exponent E (biased,
+    FP16 floor applied), its special result (0 none, 1 NaN, 2 +Inf, 3 -Inf), the output
+    format and the beat count - 1."""
+
+    e: data.ArrayLayout(E_WIDTH, 16)
+    special: data.ArrayLayout(2, 16)
+    f16: 1
+    n: 2
+
+
+class Ctl(data.Struct):
+    """The control that travels with a beat through the significand pipeline."""
+
+    first: 1
+    last: 1
+
+
+def _reg(m, value, name):
+    """A datapath register: no reset, no enable, loaded every clock."""
     if isinstance(value, (list, tuple)):
-        return [_stage(m, en, on, v) for v in value]
-    if not on:
-        return value
+        return [_reg(m, v, f"{name}_{i}") for i, v in enumerate(value)]
     shape = value.shape() if isinstance(value, data.View) else Value.cast(value).shape()
-    reg = Signal(shape)
-    with m.If(en):
-        m.d.sync += reg.eq(value)
+    reg = Signal(shape, name=name, reset_less=True)
+    m.d.sync += reg.eq(value)
     return reg
+
+
+def _valid(m, value, name):
+    """A valid bit: reset to 0."""
+    reg = Signal(name=name)
+    m.d.sync += reg.eq(value)
+    return reg
+
+
+def _max(a, b):
+    return Mux(a > b, a, b)
 
 
 class MMA4(wiring.Component):
@@ -75,27 +114,36 @@ class MMA4(wiring.Component):
     per clock; in **fused K=16 mode** four consecutive beats carry the four 4-wide k slices of
     A (columns 4s..4s+3) and B (rows 4s..4s+3), C with the first, and give one D per 4 clocks.
 
-    A group is one block fused dot-add (``docs/numerics.md``): the H200 aligns all 16 products
-    and C of a WMMA step to ONE exponent E, so the core cannot align a beat before it has seen
-    the whole group.  It therefore runs an *exponent-only pass* as beats arrive (unpack, add
-    exponents, maximum over the group) while storing the raw beats in one of two group buffers;
-    a complete group is then replayed through the full datapath (multiply, truncate to the
-    2**(E-25) grid, add into a 34-bit fixed-point accumulator) and rounded once at the end.
-    The two buffers let group g+1 arrive while group g is replayed, so the multipliers stay busy.
+    A group is one block fused dot-add (``docs/numerics.md``): all its products and C are
+    truncated on ONE grid 2**(E-25), E the largest exponent of the group, so no term may be
+    aligned before the whole group has been seen (and a running partial sum may not be
+    realigned: truncation does not commute with the sum).  The core therefore has two lanes:
 
-    Latency: with no stalls, D leaves ``latency`` = 4 + ``stages`` clocks after the cycle its
-    group's last beat was accepted in K=4 mode, and ``latency + 3`` in fused K=16 mode (the
-    replay of a group starts when it is complete).  Throughput: one beat, 64 products, per clock
-    in every mode.
+    * the **exponent lane** unpacks each beat as it arrives, writes the significands and the
+      biased product exponents into a significand FIFO (block RAM), and takes the maximum over
+      the group (a tree per beat, then a running maximum) together with the group's NaN/Inf
+      flags; at the group's last beat it pushes E into a group FIFO;
+    * the **significand lane** starts a group once its E is known and an output slot is free
+      (credits), and sends its beats through once, one per clock: shift amounts, the DSP
+      multipliers (which also do the fine part of each product's shift), a 4:1 mux, an adder
+      tree with negation through carry-ins, the accumulator, the normalise/round unit, and an
+      output FIFO (block RAM) that ``o`` reads.
 
-    Streams follow ``lib.stream`` rules; backpressure on ``o`` stalls the datapath without loss,
-    and ``i.ready`` falls once both group buffers are full.
+    Nothing in the significand lane stalls: a group is started only when the output FIFO has a
+    place for its result, so backpressure on ``o`` holds beats in the FIFOs, and ``i.ready``
+    falls only when 16 groups wait.  Datapath registers have no reset; valid bits, pointers and
+    counters do.
+
+    Latency: with no stalls D leaves :attr:`LATENCY` = 20 clocks after the cycle its group's
+    last beat was accepted in K=4 mode, 23 in fused K=16 mode (a group's beats pass the
+    multipliers after its last beat has arrived).  Throughput: one beat, 64 products, per clock
+    in every mode, with ``o.ready`` high.
 
     Parameters
     ----------
-    stages : int, 0..3
-        Optional pipeline registers, added in this order: after the multipliers, after the
-        normaliser, after the aligners.  More registers give a higher Fmax.
+    dsp : "generic" or "ecp5"
+        How the 64 multipliers are written (:class:`rtl.datapath.Multiplier`): ``*`` between
+        registers, or ECP5 ``MULT18X18D`` instances with their registers (synthesis).
 
     Members
     -------
@@ -103,209 +151,311 @@ class MMA4(wiring.Component):
     o : Out(stream.Signature(DTile))
     """
 
-    def __init__(self, *, stages: int = 2):
-        if stages not in (0, 1, 2, 3):
-            raise ValueError(f"Pipeline stages must be 0, 1, 2 or 3, not {stages!r}")
-        self._stages = stages
+    GROUPS = 16                 # group FIFO: groups accepted and not yet started
+    BEATS = GROUPS * MAX_BEATS  # significand FIFO
+    # Output FIFO: more than the 16 clocks from a group's start to its result's pop, so that
+    # credits never stop a stream with o.ready high; 512, one block-RAM row (yosys would put
+    # a 32-deep one in LUT RAM, with a 512-bit read mux).
+    OUTPUTS = 512
+    EXP_STAGES = 4              # accept -> group FIFO write: unpack+add, max, max, max
+    # accept -> o.valid: the exponent lane, one clock to start, the FIFO read, the shift
+    # amounts, the DSP, two adder levels, the accumulator, the rounder, the output FIFO.
+    LATENCY = EXP_STAGES + 1 + 1 + 1 + Multiplier.LATENCY + 2 + 1 + RoundPack.STAGES + 2
+
+    # What the FIFOs hold; a control-only model (formal/) overrides them with tags.
+    _beat_layout, _group_layout, _word_layout = BeatEntry, GroupEntry, DTile
+
+    def __init__(self, *, dsp: str = "generic"):
+        if dsp not in ("generic", "ecp5"):
+            raise ValueError(f"dsp must be 'generic' or 'ecp5', not {dsp!r}")
+        self._dsp = dsp
         super().__init__({
             "i": In(stream.Signature(Beat)),
             "o": Out(stream.Signature(DTile)),
         })
 
     @property
-    def stages(self):
-        return self._stages
-
-    @property
     def latency(self):
-        return self.latency_of(self._stages)
+        return self.LATENCY
 
-    @staticmethod
-    def latency_of(stages: int) -> int:
-        """K=4-mode latency of a core with ``stages`` optional registers (see the class doc)."""
-        return 4 + stages
+    @classmethod
+    def latency_of(cls) -> int:
+        """K=4-mode latency (see the class doc); K=16 mode adds ``MAX_BEATS - 1``."""
+        return cls.LATENCY
 
     def elaborate(self, platform):
         m = Module()
-        en = Signal()
-        m.d.comb += en.eq(~self.o.valid | self.o.ready)
-        r_mul, r_norm, r_align = (self._stages >= 1, self._stages >= 2, self._stages >= 3)
-
-        # ---- collector: exponent-only pass and two group buffers ----------------------------
-        beat = self.i.payload
-        wr, rd = Signal(), Signal()
-        widx, ridx = Signal(2), Signal(2)
-        full = [Signal(name=f"full{s}") for s in range(2)]
-        buf_a = [[Signal(256, name=f"buf{s}_a{k}") for k in range(MAX_BEATS)] for s in range(2)]
-        buf_b = [[Signal(256, name=f"buf{s}_b{k}") for k in range(MAX_BEATS)] for s in range(2)]
-        buf_c = [Signal(512, name=f"buf{s}_c") for s in range(2)]
-        buf_e = [Signal(data.ArrayLayout(signed(E_WIDTH), 16), name=f"buf{s}_e") for s in range(2)]
-        buf_n = [Signal(2, name=f"buf{s}_n") for s in range(2)]
-        buf_bf16 = [Signal(name=f"buf{s}_bf16") for s in range(2)]
-        buf_f16 = [Signal(name=f"buf{s}_f16") for s in range(2)]
-
-        first_in = widx == 0
-        bf16_in = Mux(first_in, beat.bf16, Mux(wr, buf_bf16[1], buf_bf16[0]))
-        f16_in = Mux(first_in, beat.acc_f16, Mux(wr, buf_f16[1], buf_f16[0]))
-        m.d.comb += self.i.ready.eq(~Mux(wr, full[1], full[0]))
-        accept = self.i.valid & self.i.ready
-
-        ua, ub = self._unpackers(m, "xa", beat.a, bf16_in), self._unpackers(m, "xb", beat.b, bf16_in)
-        uc = self._unpackers(m, "xc", beat.c, f16_in, UnpackAddend)
-        beat_e = []
-        for i in range(4):
-            for j in range(4):
-                mx = m.submodules[f"xmax{i}{j}"] = ExpMax(5)
-                for k in range(4):
-                    m.d.comb += [mx.exp[k].eq(ua[4 * i + k].exp + ub[4 * k + j].exp),
-                                 mx.en[k].eq(~ua[4 * i + k].zero & ~ub[4 * k + j].zero)]
-                m.d.comb += [mx.exp[4].eq(uc[4 * i + j].exp),
-                             mx.en[4].eq(first_in & ~uc[4 * i + j].zero)]
-                beat_e.append(mx.o)
-
-        with m.If(accept):
-            for s in range(2):
-                with m.If(wr == s):
-                    for k in range(MAX_BEATS):
-                        with m.If(widx == k):
-                            m.d.sync += [buf_a[s][k].eq(beat.a), buf_b[s][k].eq(beat.b)]
-                    with m.If(first_in):
-                        m.d.sync += [buf_c[s].eq(beat.c), buf_bf16[s].eq(beat.bf16),
-                                     buf_f16[s].eq(beat.acc_f16)]
-                        m.d.sync += [buf_e[s][x].eq(beat_e[x]) for x in range(16)]
-                    with m.Else():
-                        m.d.sync += [buf_e[s][x].eq(Mux(beat_e[x] > buf_e[s][x], beat_e[x], buf_e[s][x]))
-                                     for x in range(16)]
-                    with m.If(beat.last | (widx == MAX_BEATS - 1)):
-                        m.d.sync += [full[s].eq(1), buf_n[s].eq(widx), wr.eq(~wr), widx.eq(0)]
-                    with m.Else():
-                        m.d.sync += widx.eq(widx + 1)
-
-        # ---- replay: one beat of the oldest complete group per clock (stage 0 register) ------
-        v0 = Signal()
-        x_a, x_b, x_c = Signal(256), Signal(256), Signal(512)
-        x_e = Signal(data.ArrayLayout(signed(E_WIDTH), 16))
-        x_first, x_last, x_bf16, x_f16 = Signal(), Signal(), Signal(), Signal()
-        rd_full = Mux(rd, full[1], full[0])
-        rd_n = Mux(rd, buf_n[1], buf_n[0])
-        rd_f16 = Mux(rd, buf_f16[1], buf_f16[0])
-        with m.If(en):
-            m.d.sync += v0.eq(rd_full)
-            with m.If(rd_full):
-                m.d.sync += [
-                    x_a.eq(Array([Array(buf_a[0]), Array(buf_a[1])])[rd][ridx]),
-                    x_b.eq(Array([Array(buf_b[0]), Array(buf_b[1])])[rd][ridx]),
-                    x_c.eq(Mux(rd, buf_c[1], buf_c[0])),
-                    x_first.eq(ridx == 0),
-                    x_last.eq(ridx == rd_n),
-                    x_bf16.eq(Mux(rd, buf_bf16[1], buf_bf16[0])),
-                    x_f16.eq(rd_f16),
-                ]
-                for x in range(16):
-                    e = Mux(rd, buf_e[1][x], buf_e[0][x])
-                    m.d.sync += x_e[x].eq(Mux(rd_f16 & (e < F16_FLOOR), F16_FLOOR, e))
-                with m.If(ridx == rd_n):
-                    m.d.sync += [ridx.eq(0), rd.eq(~rd)]
-                    for s in range(2):
-                        with m.If(rd == s):
-                            m.d.sync += full[s].eq(0)
-                with m.Else():
-                    m.d.sync += ridx.eq(ridx + 1)
-
-        # ---- multiply: 64 exact products --------------------------------------------------
-        pa = self._unpackers(m, "ua", data.View(data.ArrayLayout(16, 16), x_a), x_bf16)
-        pb = self._unpackers(m, "ub", data.View(data.ArrayLayout(16, 16), x_b), x_bf16)
-        pc = self._unpackers(m, "uc", data.View(data.ArrayLayout(32, 16), x_c), x_f16, UnpackAddend)
-        prods = []
-        for i in range(4):
-            for j in range(4):
-                for k in range(4):
-                    mul = m.submodules[f"mul{i}{j}{k}"] = Multiplier()
-                    m.d.comb += [mul.a.eq(pa[4 * i + k]), mul.b.eq(pb[4 * k + j])]
-                    prods.append(mul.o)
-        ctl = [v0, x_first, x_last, x_f16]
-        st = _stage(m, en, r_mul, [prods, list(pc), [x_e[x] for x in range(16)], ctl])
-        prods, addends, exps, (v1, first1, last1, f16_1) = st
-
-        # ---- align: truncate every term to the 2**(E-25) grid --------------------------------
-        terms, nan_b, pinf_b, ninf_b = [], [], [], []
-        for x in range(16):
-            e = exps[x]
-            for k in range(4):
-                p = prods[4 * x + k]
-                al = m.submodules[f"align{x}_{k}"] = Aligner(PRODUCT_TERM_BITS)
-                m.d.comb += [al.mag.eq(p.sig.shift_left(5)), al.neg.eq(p.sign),
-                             al.shift.eq(saturate_shift(m, e - p.exp, PRODUCT_TERM_BITS))]
-                terms.append(al.o)
-            c = addends[x]
-            al = m.submodules[f"align{x}_c"] = Aligner(ADDEND_TERM_BITS)
-            m.d.comb += [al.mag.eq(Mux(first1, c.sig.shift_left(2), 0)), al.neg.eq(c.sign),
-                         al.shift.eq(saturate_shift(m, e - c.exp, ADDEND_TERM_BITS))]
-            terms.append(al.o)
-            ps = prods[4 * x:4 * x + 4]
-            nan_b.append(Cat(*(p.nan for p in ps), first1 & c.nan).any())
-            pinf_b.append(Cat(*(p.inf & ~p.sign for p in ps), first1 & c.inf & ~c.sign).any())
-            ninf_b.append(Cat(*(p.inf & p.sign for p in ps), first1 & c.inf & c.sign).any())
-        st = _stage(m, en, r_align, [terms, nan_b, pinf_b, ninf_b, exps, [v1, first1, last1, f16_1]])
-        terms, nan_b, pinf_b, ninf_b, exps, (v2, first2, last2, f16_2) = st
-
-        # ---- add: one fixed-point accumulator per output, exact ------------------------------
-        acc = [Signal(signed(ACC_WIDTH), name=f"acc{x}") for x in range(16)]
-        acc_nan = [Signal(name=f"acc_nan{x}") for x in range(16)]
-        acc_pinf = [Signal(name=f"acc_pinf{x}") for x in range(16)]
-        acc_ninf = [Signal(name=f"acc_ninf{x}") for x in range(16)]
-        acc_e = [Signal(signed(E_WIDTH), name=f"acc_e{x}") for x in range(16)]
-        v3, f16_3 = Signal(), Signal()
-        with m.If(en):
-            m.d.sync += [v3.eq(v2 & last2), f16_3.eq(f16_2)]
-            with m.If(v2):
-                for x in range(16):
-                    beat_sum = sum(terms[5 * x:5 * x + 5])
-                    with m.If(first2):
-                        m.d.sync += [acc[x].eq(beat_sum), acc_nan[x].eq(nan_b[x]),
-                                     acc_pinf[x].eq(pinf_b[x]), acc_ninf[x].eq(ninf_b[x])]
-                    with m.Else():
-                        m.d.sync += [acc[x].eq(acc[x] + beat_sum),
-                                     acc_nan[x].eq(acc_nan[x] | nan_b[x]),
-                                     acc_pinf[x].eq(acc_pinf[x] | pinf_b[x]),
-                                     acc_ninf[x].eq(acc_ninf[x] | ninf_b[x])]
-                    m.d.sync += acc_e[x].eq(exps[x])
-
-        # ---- normalise ---------------------------------------------------------------------
-        norm = []
-        for x in range(16):
-            nm = m.submodules[f"norm{x}"] = Normaliser()
-            m.d.comb += nm.acc.eq(acc[x])
-            norm.append([nm.mag, nm.msb, nm.neg, acc_e[x], acc_nan[x] | (acc_pinf[x] & acc_ninf[x]),
-                         acc_pinf[x], acc_ninf[x]])
-        norm, (v4, f16_4) = _stage(m, en, r_norm, [norm, [v3, f16_3]])
-
-        # ---- round and pack, specials, output register -------------------------------------
-        out = Signal(DTile)
-        for x in range(16):
-            mag, msb, neg, e, nan, pinf, ninf = norm[x]
-            p32 = m.submodules[f"pack32_{x}"] = PackFP32()
-            p16 = m.submodules[f"pack16_{x}"] = PackFP16()
-            for p in (p32, p16):
-                m.d.comb += [p.mag.eq(mag), p.msb.eq(msb), p.neg.eq(neg), p.e.eq(e)]
-            with m.If(nan):
-                m.d.comb += out[x].eq(Mux(f16_4, 0x7FFF, 0x7FFFFFFF))
-            with m.Elif(pinf):
-                m.d.comb += out[x].eq(Mux(f16_4, 0x7C00, 0x7F800000))
-            with m.Elif(ninf):
-                m.d.comb += out[x].eq(Mux(f16_4, 0xFC00, 0xFF800000))
-            with m.Else():
-                m.d.comb += out[x].eq(Mux(f16_4, p16.bits, p32.bits))
-        with m.If(en):
-            m.d.sync += [self.o.valid.eq(v4), self.o.payload.eq(out)]
+        m.submodules.sig_fifo = sig_fifo = memory.Memory(shape=self._beat_layout, depth=self.BEATS,
+                                                         init=[])
+        m.submodules.grp_fifo = grp_fifo = memory.Memory(shape=self._group_layout,
+                                                         depth=self.GROUPS, init=[])
+        m.submodules.out_fifo = out_fifo = memory.Memory(shape=self._word_layout,
+                                                         depth=self.OUTPUTS, init=[])
+        started, pop = Signal(), Signal()
+        self._exponent_lane(m, sig_fifo.write_port(), grp_fifo.write_port(), started)
+        launch = self._launcher(m, grp_fifo.read_port(domain="comb"),
+                                sig_fifo.read_port(), started, pop)
+        self._significands(m, *launch, out_fifo.write_port())
+        self._output(m, out_fifo.read_port(), pop)
         return m
 
-    @staticmethod
-    def _unpackers(m, prefix, elems, flag, cls=Unpack):
-        """16 unpackers of ``cls`` on ``elems``; ``flag`` is their format select input."""
-        outs = []
+    # ---- exponent lane: control -----------------------------------------------------------
+    def _exponent_lane(self, m, sig_wr, grp_wr, started):
+        beat = self.i.payload
+        widx = Signal(2)                        # beat of the group being received
+        g_bf16, g_f16 = Signal(), Signal()
+        groups = Signal(range(self.GROUPS + 1))  # groups accepted and not yet started
+        first = widx == 0
+        bf16 = Mux(first, beat.bf16, g_bf16)
+        f16 = Mux(first, beat.acc_f16, g_f16)
+        last = beat.last | (widx == MAX_BEATS - 1)
+        m.d.comb += self.i.ready.eq(~first | (groups < self.GROUPS))
+        accept = self.i.valid & self.i.ready
+        with m.If(accept):
+            m.d.sync += widx.eq(Mux(last, 0, widx + 1))
+            with m.If(first):
+                m.d.sync += [g_bf16.eq(beat.bf16), g_f16.eq(beat.acc_f16)]
+        m.d.sync += groups.eq(groups + (accept & first) - started)
+
+        # X1: the beat as the significand FIFO keeps it (written from this register).
+        ent, aux = self._beat_unpack(m, beat, first, bf16, f16)
+        x1, aux1 = _reg(m, ent, "x1_ent"), _reg(m, aux, "x1_aux")
+        ctl = _reg(m, Cat(first, last, f16, widx), "x1_ctl")
+        v = _valid(m, accept, "x1_valid")
+        wp = Signal(range(self.BEATS))
+        m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(x1), sig_wr.en.eq(v)]
+        m.d.sync += wp.eq(Mux(v, wp + 1, wp))
+
+        # X2..X4: the beat's reduction; the group's at X4, whose last beat pushes the group.
+        x4 = self._beat_reduce(m, x1, aux1, first=ctl[0], f16=ctl[2])
+        for s in range(2, self.EXP_STAGES + 1):
+            ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
+        first4, last4, f16_4, n4 = ctl[0], ctl[1], ctl[2], ctl[3:5]
+        ent = Signal(self._group_layout)
+        self._group_reduce(m, ent, x4, v, first4)
+        m.d.comb += [ent.f16.eq(f16_4), ent.n.eq(n4)]
+        gwp = Signal(range(self.GROUPS))
+        m.d.comb += [grp_wr.addr.eq(gwp), grp_wr.data.eq(ent), grp_wr.en.eq(v & last4)]
+        m.d.sync += gwp.eq(Mux(v & last4, gwp + 1, gwp))
+        self._grp_pushed = v & last4
+
+    # ---- exponent lane: data ---------------------------------------------------------------
+    def _beat_unpack(self, m, beat, first, bf16, f16):
+        """X1 (combinational part): the :class:`BeatEntry`, and per product and addend the
+        NaN / +Inf / -Inf flags."""
+        ua = [self._unpack(m, f"ua{x}", beat.a[x], bf16) for x in range(16)]
+        ub = [self._unpack(m, f"ub{x}", beat.b[x], bf16) for x in range(16)]
+        uc = [self._unpack_addend(m, f"uc{x}", beat.c[x], f16) for x in range(16)]
+        ent = Signal(BeatEntry)
+        cls = []                                # per output: 4 products then C, 3 bits each
         for x in range(16):
-            u = m.submodules[f"{prefix}{x}"] = cls()
-            m.d.comb += [u.bits.eq(elems[x]), (u.bf16 if cls is Unpack else u.f16).eq(flag)]
-            outs.append(u.o)
-        return outs
+            i, j = divmod(x, 4)
+            for k in range(4):
+                (a, ea), (b, eb) = ua[4 * i + k], ub[4 * k + j]
+                m.d.comb += ent.pe[4 * x + k].eq(Mux(a.zero | b.zero, 0, ea + eb))
+                nan = a.nan | b.nan | (a.inf & b.zero) | (b.inf & a.zero)
+                inf = (a.inf | b.inf) & ~nan
+                neg = a.sign ^ b.sign
+                cls += [nan, inf & ~neg, inf & neg]
+            c, ec = uc[x]
+            cls += [first & c.nan, first & c.inf & ~c.sign, first & c.inf & c.sign]
+            m.d.comb += [ent.a_sig[x].eq(ua[x][0].sig), ent.a_neg[x].eq(ua[x][0].sign),
+                         ent.b_sig[x].eq(ub[x][0].sig), ent.b_neg[x].eq(ub[x][0].sign),
+                         ent.c_sig[x].eq(Mux(first, c.sig, 0)), ent.c_neg[x].eq(c.sign),
+                         ent.c_pe[x].eq(Mux(first & ~c.zero, ec, 0))]
+        return ent, Cat(*cls)
+
+    def _beat_reduce(self, m, ent, cls, *, first, f16):
+        """X2..X4: per output, the maximum over its 4 products and C (with the FP16 floor on
+        a group's first beat), two compares per level, and the specials OR-ed; returns the
+        X4 registers ``[(e, nan/+inf/-inf)]``."""
+        w = E_WIDTH
+        floor = Mux(first & f16, E_F16_FLOOR, 0)
+        pe = ent.pe
+        x2 = _reg(m, [Cat(_max(pe[4 * x], pe[4 * x + 1]), _max(pe[4 * x + 2], pe[4 * x + 3]),
+                          _max(ent.c_pe[x], floor)) for x in range(16)], "x2_e")
+        x2_sp = _reg(m, [Cat(*(cls[15 * x + 3 * t + f] for t in range(5))).any()
+                         for x in range(16) for f in range(3)], "x2_sp")
+        x3 = _reg(m, [Cat(_max(x2[x][0:w], x2[x][w:2 * w]), x2[x][2 * w:3 * w]) for x in range(16)],
+                  "x3_e")
+        x3_sp = _reg(m, [Cat(*x2_sp[3 * x:3 * x + 3]) for x in range(16)], "x3_sp")
+        x4 = _reg(m, [_max(x3[x][0:w], x3[x][w:2 * w]) for x in range(16)], "x4_e")
+        return list(zip(x4, _reg(m, x3_sp, "x4_sp")))
+
+    def _group_reduce(self, m, ent, x4, valid, first):
+        """The running maximum and specials over the group; ``ent`` (a :class:`GroupEntry`)
+        gets E and the special code including the beat now at X4."""
+        for x, (e, sp) in enumerate(x4):
+            ge = Signal(E_WIDTH, name=f"grp_e{x}", reset_less=True)
+            gs = Signal(3, name=f"grp_sp{x}", reset_less=True)
+            e_new = _max(Mux(first, 0, ge), e)
+            s_new = Mux(first, 0, gs) | sp
+            with m.If(valid):
+                m.d.sync += [ge.eq(e_new), gs.eq(s_new)]
+            nan, pinf, ninf = s_new[0], s_new[1], s_new[2]
+            m.d.comb += [ent.e[x].eq(e_new),
+                         ent.special[x].eq(Mux(nan | (pinf & ninf), 1, Mux(pinf, 2, Mux(ninf, 3, 0))))]
+
+    def _unpack(self, m, name, bits, bf16):
+        """An A/B operand and its biased exponent (nominal + 127, subnormals at the minimum)."""
+        u = m.submodules[name] = Unpack()
+        m.d.comb += [u.bits.eq(bits), u.bf16.eq(bf16)]
+        e5, e8 = bits[10:15], bits[7:15]
+        exp = Mux(bf16, Mux(e8 == 0, 1, e8), Mux(e5 == 0, 1, e5) + (FP32.bias - FP16.bias))
+        return u.o, exp[:8]
+
+    def _unpack_addend(self, m, name, bits, f16):
+        """C and its biased exponent (nominal + EXP_BIAS)."""
+        u = m.submodules[name] = UnpackAddend()
+        m.d.comb += [u.bits.eq(bits), u.f16.eq(f16)]
+        e5, e8 = bits[10:15], bits[23:31]
+        exp = Mux(f16, Mux(e5 == 0, 1, e5) + (EXP_BIAS - FP16.bias),
+                  Mux(e8 == 0, 1, e8) + (EXP_BIAS - FP32.bias))
+        return u.o, exp[:E_WIDTH]
+
+    # ---- launcher: start a group when its E is known and its output has a place ------------
+    def _launcher(self, m, grp_rd, sig_rd, started, pop):
+        ready = Signal(range(self.GROUPS + 1))   # groups in the group FIFO
+        credits = Signal(range(self.OUTPUTS + 1), init=self.OUTPUTS)
+        in_grp, left = Signal(), Signal(2)
+        grp_rp, sig_rp = Signal(range(self.GROUPS)), Signal(range(self.BEATS))
+        head = grp_rd.data
+        go_first = ~in_grp & (ready != 0) & (credits != 0)
+        go = go_first | in_grp
+        m.d.comb += [started.eq(go_first), grp_rd.addr.eq(grp_rp),
+                     sig_rd.addr.eq(sig_rp), sig_rd.en.eq(go)]
+        m.d.sync += [ready.eq(ready + self._grp_pushed - go_first),
+                     credits.eq(credits + pop - go_first),
+                     sig_rp.eq(Mux(go, sig_rp + 1, sig_rp))]
+        grp = Signal(self._group_layout, reset_less=True)    # the group now in L1
+        with m.If(go_first):
+            m.d.sync += [grp.eq(head), grp_rp.eq(grp_rp + 1), in_grp.eq(head.n != 0),
+                         left.eq(head.n)]
+        with m.Elif(in_grp):
+            m.d.sync += left.eq(left - 1)
+            with m.If(left == 1):
+                m.d.sync += in_grp.eq(0)
+        ctl = Signal(Ctl)
+        m.d.comb += [ctl.first.eq(go_first), ctl.last.eq(Mux(go_first, head.n == 0, left == 1))]
+        return _valid(m, go, "l1_valid"), _reg(m, ctl, "l1_ctl"), grp, sig_rd.data
+
+    # ---- significand lane ------------------------------------------------------------------
+    def _significands(self, m, v1, ctl1, grp, ent, out_wr):
+        # L1: shift amounts E - pe (saturated at 31: nothing survives past 27), and each
+        # output's rounding clamp F.
+        def sat(e, pe):
+            d = (e - pe)[:E_WIDTH]
+            return Mux(d[5:] != 0, 31, d[:5])
+
+        d = [sat(grp.e[p // 4], ent.pe[p]) for p in range(64)]
+        dc = [sat(grp.e[x], ent.c_pe[x]) for x in range(16)]
+        f = [RoundPack.clamp_of(grp.e[x], grp.f16) for x in range(16)]
+        vs, ctls, push = self._lane_control(m, v1, ctl1)
+        d2, dc2, f2 = _reg(m, d, "l2_d"), _reg(m, dc, "l2_dc"), _reg(m, f, "l2_f")
+        sp2, f16_2 = _reg(m, [grp.special[x] for x in range(16)], "l2_sp"), _reg(m, grp.f16, "l2_f16")
+        a2, an2 = _reg(m, [ent.a_sig[x] for x in range(16)], "l2_a"), _reg(m, ent.a_neg, "l2_an")
+        b2, bn2 = _reg(m, [ent.b_sig[x] for x in range(16)], "l2_b"), _reg(m, ent.b_neg, "l2_bn")
+        c2, cn2 = _reg(m, [ent.c_sig[x] for x in range(16)], "l2_c"), _reg(m, ent.c_neg, "l2_cn")
+
+        # L2 -> L5: the DSPs (their own three registers); beside them the addend's two-level
+        # shift and the group's per-output data.
+        prods, qs, negs = [], [], []
+        for p in range(64):
+            x, k = divmod(p, 4)
+            i, j = divmod(x, 4)
+            mul = m.submodules[f"mul{p}"] = Multiplier(arch=self._dsp)
+            da, db, q = dsp_operands(a2[4 * i + k], b2[4 * k + j], d2[p])
+            m.d.comb += [mul.a.eq(da), mul.b.eq(db)]
+            prods.append(mul.p)
+            qs.append(q)
+            negs.append(an2[4 * i + k] ^ bn2[4 * k + j])
+        q5, n5 = qs, negs
+        for s in (3, 4, 5):
+            q5, n5 = _reg(m, q5, f"l{s}_q"), _reg(m, n5, f"l{s}_neg")
+        c3 = _reg(m, [addend_shift(m, c2[x].shift_left(ADDEND_SHIFT), dc2[x], 0) for x in range(16)], "l3_c")
+        dc3, cn3 = _reg(m, dc2, "l3_dc"), _reg(m, cn2, "l3_cn")
+        cx4 = []
+        for x in range(16):
+            t = addend_shift(m, c3[x], dc3[x], 1)
+            cx4.append(Cat(t ^ cn3[x].replicate(ADDEND_TERM_BITS), cn3[x]).as_signed())
+        cx4, cn4 = _reg(m, cx4, "l4_cx"), _reg(m, cn3, "l4_cn")
+        cx5, cn5 = _reg(m, cx4, "l5_cx"), _reg(m, cn4, "l5_cn")
+        grp_data = [f2, sp2, f16_2]
+        for s in (3, 4, 5):
+            grp_data = _reg(m, grp_data, f"l{s}_grp")
+
+        # L5 -> L6: the product mux and the first adder level.  Each of the five ones'
+        # complement terms owes +1 when negative: t0's and t2's ride on these carry-ins, t1's
+        # and t3's on the next level, C's on the accumulator.
+        ab6, owe6 = [], []
+        for x in range(16):
+            t = [product_term(prods[4 * x + k], q5[4 * x + k], n5[4 * x + k]) for k in range(4)]
+            nk = n5[4 * x:4 * x + 4]
+            ab6.append(Cat(add_cin(t[0], t[1], nk[0], 29), add_cin(t[2], t[3], nk[2], 29)))
+            owe6.append(Cat(nk[1], nk[3]))
+        ab6, owe6 = _reg(m, ab6, "l6_ab"), _reg(m, owe6, "l6_owe")
+        cx6, cn6 = _reg(m, cx5, "l6_cx"), _reg(m, cn5, "l6_cn")
+        grp6 = _reg(m, grp_data, "l6_grp")
+
+        # L6 -> L7: A + B + C as a carry-save step and one chain.
+        s7 = []
+        for x in range(16):
+            a = extend(ab6[x][0:29].as_signed(), 31)
+            b = extend(ab6[x][29:58].as_signed(), 31)
+            c = extend(cx6[x], 31)
+            ssum, cy = a ^ b ^ c, (a & b) | (a & c) | (b & c)
+            s7.append(add_cin(ssum, Cat(owe6[x][0], cy[:30]), owe6[x][1], 31))
+        s7 = _reg(m, s7, "l7_s")
+        cn7 = _reg(m, cn6, "l7_cn")
+        grp7 = _reg(m, grp6, "l7_grp")
+
+        # L7 -> N0: the accumulator.  Its feedback register is cleared (a synchronous clear, no
+        # LUT) when the next clock brings a group's first beat.
+        acc_out = []
+        for x in range(16):
+            fb = Signal(signed(ACC_WIDTH), name=f"acc_fb{x}", reset_less=True)
+            new = add_cin(fb, s7[x], cn7[x], ACC_WIDTH)
+            m.d.sync += fb.eq(Mux(vs[6] & ctls[6].first, 0, new))
+            acc_out.append(new)
+        acc0 = _reg(m, acc_out, "n0_acc")
+        f0, sp0, f16_0 = _reg(m, grp7, "n0_grp")
+
+        # N1..N5 and the pack: one rounder per output, into the output FIFO.
+        word = []
+        for x in range(16):
+            rp = m.submodules[f"round{x}"] = RoundPack()
+            m.d.comb += [rp.acc.eq(acc0[x]), rp.f.eq(f0[x]), rp.f16.eq(f16_0),
+                         rp.special.eq(sp0[x])]
+            word.append(rp.bits)
+        self._push(m, out_wr, push, Cat(*word))
+
+    def _lane_control(self, m, v1, ctl1):
+        """Valid bit and :class:`Ctl` of each significand-lane stage, L1..L7, and the valid of
+        a group's result through N0 (the accumulator) and the rounder's stages: the clock its
+        word is written into the output FIFO."""
+        vs, ctls = {1: v1}, {1: ctl1}
+        for s in range(2, 8):
+            vs[s], ctls[s] = _valid(m, vs[s - 1], f"l{s}_valid"), _reg(m, ctls[s - 1], f"l{s}_ctl")
+        push = _valid(m, vs[7] & ctls[7].last, "n0_valid")
+        for s in range(RoundPack.STAGES):
+            push = _valid(m, push, f"n{s + 1}_valid")
+        return vs, ctls, push
+
+    def _push(self, m, out_wr, push, word):
+        self._out_push = push
+        owp = Signal(range(self.OUTPUTS))
+        m.d.comb += [out_wr.addr.eq(owp), out_wr.data.eq(word), out_wr.en.eq(push)]
+        m.d.sync += owp.eq(Mux(push, owp + 1, owp))
+
+    # ---- output FIFO: o reads the block RAM's output register directly --------------------
+    def _output(self, m, out_rd, pop):
+        count = Signal(range(self.OUTPUTS + 1))     # written and not yet read out
+        orp = Signal(range(self.OUTPUTS))
+        fetch = (count != 0) & (~self.o.valid | self.o.ready)
+        m.d.comb += [out_rd.addr.eq(orp), out_rd.en.eq(fetch), self.o.payload.eq(out_rd.data),
+                     pop.eq(self.o.valid & self.o.ready)]
+        m.d.sync += [count.eq(count + self._out_push - fetch), orp.eq(Mux(fetch, orp + 1, orp))]
+        with m.If(fetch):
+            m.d.sync += self.o.valid.eq(1)
+        with m.Elif(self.o.ready):
+            m.d.sync += self.o.valid.eq(0)

@@ -236,8 +236,8 @@ class Fp4GemmTop(wiring.Component):
     the GEMM's.  The host port reaches the memory while the design is idle.
     """
 
-    def __init__(self, *, cores: int = 1, mem_words: int = 32768, stages: int = 2):
-        self.gemm = GemmTop(cores=cores, mem_words=mem_words, stages=stages)
+    def __init__(self, *, cores: int = 1, mem_words: int = 32768):
+        self.gemm = GemmTop(cores=cores, mem_words=mem_words)
         self.gemm._MustUse__silence = True       # built into this module, not elaborated
         super().__init__({
             "cfg": In(GemmConfig), "fcfg": In(Fp4Config), "start": In(1),

@@ -263,8 +263,8 @@ class TileWorker(wiring.Component):
     (64 beats).  ``host_*`` is the warp's scratch memory (2 KiB), written and read by the DMA.
     """
 
-    def __init__(self, *, stages: int = 2):
-        self.warp = WarpTop(mem_words=SCRATCH_WORDS, stages=stages)
+    def __init__(self):
+        self.warp = WarpTop(mem_words=SCRATCH_WORDS)
         sbits = (SCRATCH_WORDS - 1).bit_length()
         super().__init__({
             "cfg": In(RunConfig), "go": In(1), "stop": In(1), "idle": Out(1),
@@ -413,23 +413,20 @@ class GemmSoc(wiring.Component):
         takes 2 or 4 beats a word).
     cores : int
         Warps, 1 to 8.
-    stages : int
-        Pipeline stages of the MMA4 cores.
     """
 
-    def __init__(self, *, addr_width: int = 32, data_width: int = 128, cores: int = 1,
-                 stages: int = 2):
+    def __init__(self, *, addr_width: int = 32, data_width: int = 128, cores: int = 1):
         from .axil import flat_members
         if addr_width not in (32, 64):
             raise ValueError(f"Address width must be 32 or 64, not {addr_width!r}")
         if not 1 <= cores <= 8:
             raise ValueError(f"The soc design has 1 to 8 warps, not {cores!r}")
-        self._aw, self._dw, self._stages, self._cores = addr_width, data_width, stages, cores
+        self._aw, self._dw, self._cores = addr_width, data_width, cores
         self.regs = AxiLiteRegs(constants={"CAPS": {
             "cores": cores, "data_bytes_log2": (data_width // 8).bit_length() - 1,
             "max_tiles_log2": MAX_TILES_LOG2}})
         self.dma = TileDma(addr_width=addr_width, data_width=data_width)
-        self.workers = [TileWorker(stages=stages) for _ in range(cores)]
+        self.workers = [TileWorker() for _ in range(cores)]
         members = {}
         members.update(flat_members("s_axil", self.regs.signature.members["bus"]))
         members.update(flat_members("m_axi", self.dma.signature.members["axi"]))

@@ -99,10 +99,9 @@ class WmmaSequencer(wiring.Component):
     mem_wr_addr, mem_wr_data, mem_wr_en : the memory write port
     """
 
-    def __init__(self, *, mem_words: int = 4096, matrix_frags: int = 4, acc_frags: int = 2,
-                 stages: int = 2):
+    def __init__(self, *, mem_words: int = 4096, matrix_frags: int = 4, acc_frags: int = 2):
         self._mem_words = mem_words
-        self._nm, self._nc, self._stages = matrix_frags, acc_frags, stages
+        self._nm, self._nc = matrix_frags, acc_frags
         abits = max(1, (mem_words - 1).bit_length())
         super().__init__({
             "cmd": In(stream.Signature(WmmaCmd)),
@@ -111,17 +110,18 @@ class WmmaSequencer(wiring.Component):
             "mem_wr_addr": Out(abits), "mem_wr_data": Out(WORD_BITS), "mem_wr_en": Out(1),
         })
         self.bank = FragmentBank(a_frags=matrix_frags, b_frags=matrix_frags, acc_frags=acc_frags)
-        self.core = MMA4(stages=stages)
+        self.core = MMA4()
 
     @property
     def mma_cycles(self):
-        return self.mma_cycles_of(self._stages)
+        return self.mma_cycles_of()
 
     @staticmethod
-    def mma_cycles_of(stages: int) -> int:
+    def mma_cycles_of() -> int:
         """Clocks from an mma_sync's issue to its response, with no stalls: 64 beats, the
-        core's fused-mode latency after the last beat, and one clock to respond."""
-        return 64 + MMA4.latency_of(stages) + 3 + 1
+        core's fused-mode latency after the last beat (its K=4 latency + 3), and one clock to
+        respond."""
+        return 64 + MMA4.latency_of() + 3 + 1
 
     def elaborate(self, platform):
         m = Module()
@@ -321,13 +321,12 @@ class WarpTop(wiring.Component):
     host_rdata : Out(128), the word at ``host_addr`` one clock later
     """
 
-    def __init__(self, *, mem_words: int = 4096, matrix_frags: int = 4, acc_frags: int = 2,
-                 stages: int = 2):
+    def __init__(self, *, mem_words: int = 4096, matrix_frags: int = 4, acc_frags: int = 2):
         if mem_words < 64 or mem_words & (mem_words - 1):
             raise ValueError(f"Memory words must be a power of two >= 64, not {mem_words!r}")
         self._mem_words = mem_words
         self.seq = WmmaSequencer(mem_words=mem_words, matrix_frags=matrix_frags,
-                                 acc_frags=acc_frags, stages=stages)
+                                 acc_frags=acc_frags)
         super().__init__({
             "cmd": In(stream.Signature(WmmaCmd)),
             "resp": Out(stream.Signature(WmmaResp)),

@@ -465,10 +465,10 @@ def cmd_verilog(args) -> int:
     for name in names:
         if name not in DESIGNS:
             raise CliError(f"unknown design {name!r}; designs: {', '.join(sorted(DESIGNS))}")
-    asked = {"cores": args.cores, "stages": args.stages,
+    asked = {"cores": args.cores,
              "mem_words": None if args.mem_kib is None else args.mem_kib * 1024 // 16,
              "data_width": args.data_width}
-    flags = {"cores": "--cores", "stages": "--stages", "mem_words": "--mem-kib",
+    flags = {"cores": "--cores", "mem_words": "--mem-kib",
              "data_width": "--data-width"}
     if args.mem_kib is not None and (args.mem_kib < 1 or args.mem_kib & (args.mem_kib - 1)):
         raise CliError(f"--mem-kib must be a power of two, not {args.mem_kib}")
@@ -581,10 +581,6 @@ def cmd_synth(args) -> int:
     from sim.synth import SYNTH_PARAMS, SynthError, synth
 
     params = dict(SYNTH_PARAMS.get(args.design, {}))
-    if args.stages is not None:
-        if "stages" not in params:
-            raise CliError(f"design {args.design} has no pipeline stages parameter")
-        params["stages"] = args.stages
     try:
         r = synth(args.design, device=args.device, params=params, freq_mhz=args.freq,
                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
@@ -717,7 +713,6 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("-o", required=True, metavar="DIR", help="output folder")
     g.add_argument("--design", action="append", help="only this design (repeatable)")
     g.add_argument("--cores", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm, soc)")
-    g.add_argument("--stages", type=int, default=None, help="pipeline stages of the MMA4 core(s)")
     g.add_argument("--mem-kib", type=int, default=None, metavar="KIB",
                    help="working memory of wmma, gemm, fp4gemm in KiB (a power of two)")
     g.add_argument("--data-width", type=int, default=None, metavar="BITS",
@@ -739,7 +734,6 @@ def build_parser() -> argparse.ArgumentParser:
     sy = sub.add_parser("synth", help="FPGA synthesis, place and route (ECP5): area and Fmax")
     sy.add_argument("--design", default="mma4", help="mma4 (default), gemm, wmma, fp4dec, fp4gemm, soc")
     sy.add_argument("--device", default="ecp5-85k", choices=["ecp5-25k", "ecp5-45k", "ecp5-85k"])
-    sy.add_argument("--stages", type=int, default=None, help="pipeline stages of the MMA4 core(s)")
     sy.add_argument("--freq", type=float, default=100.0, help="target clock for placement, MHz")
     sy.add_argument("--json", action="store_true", help="last line: one JSON object")
     sy.add_argument("--fresh", action="store_true",

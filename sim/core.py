@@ -12,14 +12,14 @@ import tempfile
 
 import numpy as np
 
-from rtl.designs import LINT_PARAMS, parameters
+from rtl.designs import LINT_PARAMS
 from tb.beats import Job, save_jobs
 
 from .runner import build_dir, build_root, keep_waves, run_bench, wave_file
 
 __all__ = ["run_core", "run_through", "run_many", "DEFAULT_PARAMS", "PATHS"]
 
-DEFAULT_PARAMS = {"stages": parameters("mma4")["stages"]}
+DEFAULT_PARAMS = {}
 # 256 KiB at least: a 16 x 2048 A strip and a 2048 x 16 B strip fit; larger K grows it.
 WMMA_MEM_WORDS = LINT_PARAMS["wmma"]["mem_words"]
 
@@ -113,5 +113,5 @@ def bench_options(through: str, params: dict | None = None) -> dict:
     from rtl.wmma import WmmaSequencer
     params = dict(PATHS[through][2] if params is None else params)
     if through == "core":
-        return {"latency": MMA4.latency_of(params["stages"])}
-    return {"mma_cycles": WmmaSequencer.mma_cycles_of(params["stages"])}
+        return {"latency": MMA4.latency_of()}
+    return {"mma_cycles": WmmaSequencer.mma_cycles_of()}

@@ -79,6 +79,8 @@ smtbmc yices
 [script]
 read_rtlil design.il
 prep -top top
+memory_map
+opt -fast
 
 [files]
 design.il
@@ -116,9 +118,20 @@ def _axil():
     return AxiLiteHarness()
 
 
+def _mma4():
+    from tb.mma4_formal import harness
+    return harness()
+
+
+def _mma4_depth():
+    from tb.mma4_formal import DEPTH
+    return DEPTH
+
+
 #: The proofs ``make formal`` runs: name -> (harness factory, depth, mode).
 PROOFS = {
     "axil": (_axil, 24, "bmc"),
+    "mma4": (_mma4, _mma4_depth(), "bmc"),
 }
 
 

@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from golden.gemm import check_gemm, matmul_t
-from rtl.designs import LINT_PARAMS, parameters
+from rtl.designs import LINT_PARAMS
 
 from .runner import SimError, build_dir, build_root, keep_waves, run_bench, wave_file
 
@@ -41,7 +41,7 @@ def mem_words_for(words: int) -> int:
 
 
 def gemm_params(cores: int, mem_words: int = MIN_WORDS) -> dict:
-    return {"cores": cores, "mem_words": mem_words, "stages": parameters("gemm")["stages"]}
+    return {"cores": cores, "mem_words": mem_words}
 
 
 def words_needed(m, n, k, out_fmt) -> int:
@@ -205,7 +205,7 @@ def _run_amaranth(a, b, in_fmt, out_fmt, params):
     acc_f16 = out_fmt == "fp16"
     a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
     words = 1 << max(6, (end - 1).bit_length())
-    dut = GemmTop(cores=params["cores"], mem_words=words, stages=params["stages"])
+    dut = GemmTop(cores=params["cores"], mem_words=words)
     res = {}
 
     async def bench(ctx):

@@ -9,16 +9,19 @@ from __future__ import annotations
 import subprocess
 import sys
 
+from .runner import MULT18X18D_MODEL as MULT18X18D
 from .runner import ROOT, build_root, setup_path
 
 WAIVERS = ROOT / "rtl" / "lint" / "waivers.vlt"
 
 
-def lint_file(path, top: str) -> str:
-    """Verilator's lint report for one Verilog file (empty when clean)."""
+def lint_file(path, top: str, extra=()) -> str:
+    """Verilator's lint report for one Verilog file (and ``extra`` model files; empty when
+    clean)."""
     setup_path()
-    r = subprocess.run(["verilator", "--lint-only", "-Wall", "--quiet", str(WAIVERS), str(path),
-                        "--top-module", top], capture_output=True, text=True)
+    r = subprocess.run(["verilator", "--lint-only", "-Wall", "--quiet", str(WAIVERS),
+                        *map(str, extra), str(path), "--top-module", top],
+                       capture_output=True, text=True)
     report = (r.stdout + r.stderr).strip()
     if r.returncode and not report:
         report = f"verilator exited with status {r.returncode}"
@@ -31,15 +34,18 @@ def main() -> int:
     out = build_root() / "lint"
     out.mkdir(parents=True, exist_ok=True)
     bad = 0
-    for name in sorted(DESIGNS):
-        v = out / f"{name}.v"
-        v.write_text(to_verilog(name, **LINT_PARAMS[name]))
-        report = lint_file(v, name)
+    jobs = [(name, name, LINT_PARAMS[name], ()) for name in sorted(DESIGNS)]
+    # The variant tcore synth builds: MULT18X18D instances instead of *.
+    jobs.append(("mma4 (dsp=ecp5)", "mma4", {"dsp": "ecp5"}, (MULT18X18D,)))
+    for label, name, params, extra in jobs:
+        v = out / f"{label.replace(' ', '_').replace('(', '').replace(')', '').replace('=', '-')}.v"
+        v.write_text(to_verilog(name, **params))
+        report = lint_file(v, name, extra)
         if report:
             bad += 1
-            print(f"{name}: verilator reports:\n{report}")
+            print(f"{label}: verilator reports:\n{report}")
         else:
-            print(f"{name}: clean (verilator --lint-only -Wall)")
+            print(f"{label}: clean (verilator --lint-only -Wall)")
     return 1 if bad else 0
 
 

@@ -75,6 +75,11 @@ def _rtl_hash(design: str, params: dict) -> str:
     return h.hexdigest()[:16]
 
 
+#: A behavioural ECP5 MULT18X18D (input, pipeline and output registers on CLK0, unsigned), for
+#: lint and simulation of ``MMA4(dsp="ecp5")``.
+MULT18X18D_MODEL = ROOT / "rtl" / "lint" / "MULT18X18D.v"
+
+
 def _param_tag(params: dict) -> str:
     return "".join(f"-{k}{v}" for k, v in sorted(params.items()))
 
@@ -319,7 +324,9 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
         runner = _verilator_runner() if sim == "verilator" else get_runner(sim)
         runner.log.addFilter(_quiet_rebuild)
         args = []
-        sources = [src]
+        # The ECP5 variant of the MMA4 core instantiates MULT18X18D (Yosys ships only a
+        # blackbox for it): simulate it with the behavioural model that make lint uses.
+        sources = [src] if params.get("dsp") != "ecp5" else [MULT18X18D_MODEL, src]
         if sim == "verilator":
             vlt = bdir / "public.vlt"
             bdir.mkdir(parents=True, exist_ok=True)

@@ -160,5 +160,5 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     }
     if design == "mma4":
         from rtl.mma4 import MMA4
-        result["latency_clocks"] = MMA4.latency_of(params.get("stages", 2))
+        result["latency_clocks"] = MMA4.latency_of()
     return result

@@ -1,6 +1,6 @@
 """The MMA4 core through its cocotb bench on Verilator and Icarus, and on Amaranth's simulator:
 random stalls, throughput and latency, reset in mid-stream, groups of 1 to 4 beats with
-format changes in flight, every pipeline depth.
+format changes in flight.
 
 Silicon tiles go through the RTL and every output bit is compared with what the H200 computed
 (and hence with the golden model, which matches it bit for bit).
@@ -18,7 +18,7 @@ from sim.runner import SimError, run_bench
 from .conftest import SILICON
 
 SIMS = ["verilator", "icarus"]
-LATENCY = MMA4.latency_of(DEFAULT_PARAMS["stages"])
+LATENCY = MMA4.latency_of()
 
 
 @pytest.mark.parametrize("sim", SIMS)
@@ -43,15 +43,6 @@ CASES = {
                   ("h200_matmulT_wide_64x128x48.npz", 4)],
     "icarus": [("h200_targeted.npz", 2), ("h200_special.npz", 1)],
 }
-
-
-@pytest.mark.parametrize("stages", [0, 1, 3])
-def test_every_pipeline_depth_on_icarus(stages):
-    """The depths the bench default (2) does not build: the documented latency (4 + stages,
-    +3 fused) exactly, and groups of every length with format changes, bit-exact."""
-    run_bench("icarus", "mma4", "tb.mma4_bench", ["throughput_latency", "groups_and_format_changes"],
-              params={"stages": stages}, options={"latency": MMA4.latency_of(stages),
-                                                   "groups": 40}, quiet=True)
 
 
 @pytest.mark.parametrize("kernel", ["f16_f32", "bf16_f32", "f16_f16"])
@@ -85,15 +76,6 @@ def test_amaranth_simulator_backend():
     assert np.array_equal(d, p.expected) and info["cycles"] >= 64
 
 
-@pytest.mark.parametrize("stages", [0, 3])
-def test_other_pipeline_depths_on_amaranth(stages):
-    """Every depth is bit-exact; the bench's latency check runs on the default depth."""
-    p = problem(load(SILICON / "h200_targeted.npz"), "f16_f32", 1)
-    d, _ = run_core("amaranth", p.a, p.b, p.c, in_fmt="fp16", out_fmt="fp32",
-                    params={"stages": stages})
-    assert np.array_equal(d, p.expected)
-
-
 def test_verify_cli_with_waves_names_the_waveform(capsys):
     """The waveform is named after the run, moved out of the build folder, never overwritten by
     the next run, and named (with its size) in the summary."""
@@ -123,3 +105,19 @@ def test_verify_rtl_refuses_other_arch(capsys):
     from sim.cli import main
     code = main(["verify", str(SILICON / "h200_ints.npz"), "--backend", "icarus", "--arch", "ampere"])
     assert code == 2 and "Hopper" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("sim, tiles", [("verilator", 64), ("icarus", 2)])
+def test_silicon_through_the_ecp5_dsp_variant(sim, tiles):
+    """The core tcore synth places instantiates MULT18X18D blocks instead of ``*``: simulated
+    with the behavioural MULT18X18D model (rtl/lint/MULT18X18D.v; Yosys has only a blackbox),
+    silicon tiles of every kernel are bit-exact."""
+    batches, probs = [], []
+    for kernel in ("f16_f32", "bf16_f32", "f16_f16"):
+        p = problem(load(SILICON / "h200_targeted.npz"), kernel, tiles)
+        probs.append(p)
+        batches.append((p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt))
+    results = run_many("core", sim, batches, params={"dsp": "ecp5"})
+    for p, (d, _) in zip(probs, results):
+        bad = int((d != p.expected).sum())
+        assert bad == 0, f"{p.kernel.name} on {sim} (dsp=ecp5): {bad} of {d.size} outputs differ"

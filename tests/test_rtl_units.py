@@ -10,7 +10,10 @@ from amaranth.sim import Simulator
 
 from golden import formats as GF
 from golden.dot import round_output
-from rtl.datapath import ACC_WIDTH, E_NONE, Aligner, ExpMax, Multiplier, Normaliser, PackFP16, PackFP32
+from amaranth import Module, Signal, signed
+
+from rtl.datapath import (ADDEND_SHIFT, EXP_BIAS, GRID, PRODUCT_SHIFT, Multiplier, RoundPack,
+                          add_cin, addend_shift, dsp_operands, leading_zeros, product_term)
 from rtl.formats import Unpack, UnpackAddend
 
 
@@ -77,143 +80,184 @@ def test_unpack_addend(f16):
     comb_run(dut, tb)
 
 
-def test_multiplier_is_exact_and_unnormalised():
+def test_multiplier_is_exact_with_three_registers():
+    """The generic DSP model: p = a * b of three clocks before, every clock."""
     dut = Multiplier()
     rng = np.random.default_rng(3)
+    pairs = [(int(rng.integers(0, 1 << 14)), int(rng.integers(0, 1 << 15))) for _ in range(200)]
 
     async def tb(ctx):
-        for _ in range(500):
-            a = dict(sig=int(rng.integers(0, 2048)), exp=int(rng.integers(-126, 128)),
-                     sign=int(rng.integers(2)), zero=0, inf=0, nan=0)
-            b = dict(sig=int(rng.integers(0, 2048)), exp=int(rng.integers(-126, 128)),
-                     sign=int(rng.integers(2)), zero=0, inf=0, nan=0)
+        for n, (a, b) in enumerate(pairs + [(0, 0)] * 3):
             ctx.set(dut.a, a)
             ctx.set(dut.b, b)
-            o = ctx.get(dut.o)
-            assert o.sig == a["sig"] * b["sig"] and o.exp == a["exp"] + b["exp"]
-            assert o.sign == a["sign"] ^ b["sign"] and not o.nan and not o.inf
-        # Inf x 0 is NaN; Inf x finite is Inf.
-        z = dict(sig=0, exp=-14, sign=0, zero=1, inf=0, nan=0)
-        inf = dict(sig=1024, exp=16, sign=1, zero=0, inf=1, nan=0)
-        one = dict(sig=1024, exp=0, sign=0, zero=0, inf=0, nan=0)
-        ctx.set(dut.a, inf)
-        ctx.set(dut.b, z)
-        assert ctx.get(dut.o.nan) and not ctx.get(dut.o.inf)
-        ctx.set(dut.b, one)
-        assert ctx.get(dut.o.inf) and not ctx.get(dut.o.nan) and ctx.get(dut.o.sign)
+            await ctx.tick()
+            if 2 <= n < len(pairs) + 2:     # after the tick of cycle n, p shows cycle n - 2
+                pa, pb = pairs[n - 2]
+                assert ctx.get(dut.p) == pa * pb, (n, pa, pb)
 
-    comb_run(dut, tb)
+    sim = Simulator(dut)
+    sim.add_clock(1e-8)
+    sim.add_testbench(tb)
+    sim.run()
 
 
-def test_expmax_ignores_disabled_inputs():
-    dut = ExpMax(5)
+def test_product_term_is_the_truncated_aligned_product():
+    """DSP operands (the fine shift) then the 4:1 mux: (P << 5) >> d, in ones' complement
+    when negative, for every d of 0..31 (27 and up leave nothing)."""
+    m = Module()
+    sa, sb, d, neg = Signal(11), Signal(11), Signal(5), Signal()
+    a, b, q = dsp_operands(sa, sb, d)
+    t = Signal(signed(28))
+    m.d.comb += t.eq(product_term(a * b, q, neg))
     rng = np.random.default_rng(4)
 
     async def tb(ctx):
-        for _ in range(300):
-            e = rng.integers(-300, 300, 5)
-            en = rng.integers(0, 2, 5)
-            for k in range(5):
-                ctx.set(dut.exp[k], int(e[k]))
-                ctx.set(dut.en[k], int(en[k]))
-            want = int(e[en == 1].max()) if en.any() else E_NONE
-            assert ctx.get(dut.o) == want
+        for n in range(1500):
+            x, y = int(rng.integers(0, 2048)), int(rng.integers(0, 2048))
+            dd, ng = n % 32, int(rng.integers(2))
+            ctx.set(sa, x)
+            ctx.set(sb, y)
+            ctx.set(d, dd)
+            ctx.set(neg, ng)
+            want = ((x * y) << PRODUCT_SHIFT) >> dd
+            assert ctx.get(t) == (~want if ng else want), (x, y, dd, ng)
 
-    comb_run(dut, tb)
+    comb_run(m, tb)
 
 
-def test_aligner_truncates_magnitude_toward_zero():
-    dut = Aligner(27)
+def test_addend_shift_and_carry_in_adder():
+    """The addend's two-level right shift (sig << 2) >> d, and a + b + cin as one chain."""
+    m = Module()
+    sig, d = Signal(24), Signal(5)
+    s1 = addend_shift(m, sig.shift_left(ADDEND_SHIFT), d, 0)
+    s2 = addend_shift(m, s1, d, 1)
+    a, b, cin = Signal(signed(29)), Signal(signed(31)), Signal()
+    total = Signal(signed(34))
+    m.d.comb += total.eq(add_cin(a, b, cin, 34))
     rng = np.random.default_rng(5)
 
     async def tb(ctx):
-        for _ in range(300):
-            mag, sh, neg = int(rng.integers(0, 1 << 27)), int(rng.integers(0, 28)), int(rng.integers(2))
-            ctx.set(dut.mag, mag)
-            ctx.set(dut.shift, sh)
-            ctx.set(dut.neg, neg)
-            want = mag >> sh
-            assert ctx.get(dut.o) == (-want if neg else want)
+        for n in range(600):
+            v, dd = int(rng.integers(0, 1 << 24)), n % 32
+            ctx.set(sig, v)
+            ctx.set(d, dd)
+            assert ctx.get(s2) == (v << ADDEND_SHIFT) >> dd, (v, dd)
+            x, y, c = int(rng.integers(-(1 << 28), 1 << 28)), int(rng.integers(-(1 << 30), 1 << 30)), n % 2
+            ctx.set(a, x)
+            ctx.set(b, y)
+            ctx.set(cin, c)
+            assert ctx.get(total) == x + y + c
 
-    comb_run(dut, tb)
+    comb_run(m, tb)
 
 
-def test_normaliser_finds_the_leading_one():
-    dut = Normaliser()
+def test_leading_zeros_tree():
+    m = Module()
+    x = Signal(33)
+    lz = leading_zeros(m, x)
     rng = np.random.default_rng(6)
 
     async def tb(ctx):
-        vals = [0, 1, -1, (1 << 33) - 1, -(1 << 33) + 1] + [
-            int(rng.integers(-(1 << 33) + 1, 1 << 33)) >> int(rng.integers(0, 33)) for _ in range(300)]
-        for v in vals:
-            ctx.set(dut.acc, v)
-            assert ctx.get(dut.neg) == (v < 0) and ctx.get(dut.mag) == abs(v)
-            assert ctx.get(dut.msb) == max(abs(v).bit_length() - 1, 0)
+        for v in [0, 1, (1 << 33) - 1, 1 << 32] + [int(rng.integers(1, 1 << 33)) >> int(rng.integers(0, 33))
+                                                  for _ in range(300)]:
+            ctx.set(x, v)
+            assert ctx.get(lz) == 33 - v.bit_length(), hex(v)
 
-    comb_run(dut, tb)
+    comb_run(m, tb)
 
 
 def _tie(mag: int, e: int, out_fmt: str):
     """``mag`` moved to the nearest value of the form (n + 1/2) ulp of ``out_fmt`` in its binade
     (an exact tie between two neighbours; at the top of FP16, the tie between 65504 and
-    65536), or None where that value is not a multiple of the packer's 2**(e - 25)."""
+    65536), or None where that value is not a multiple of 2**(e - GRID)."""
     if mag == 0:
         return None
-    v = mag * 2.0 ** (e - 25)
+    v = mag * 2.0 ** (e - GRID)
     top, p, emin = (127, 23, -126) if out_fmt == "fp32" else (15, 10, -14)
     ev = int(np.floor(np.log2(v)))
     if ev > top:
         return None
     ulp = 2.0 ** (max(ev, emin) - p)
     t = (np.floor(v / ulp) + 0.5) * ulp
-    m = t / 2.0 ** (e - 25)
+    m = t / 2.0 ** (e - GRID)
     if m != int(m) or not 0 < m < 1 << 33:
         return None
     return int(m)
 
 
 @pytest.mark.parametrize("out_fmt", ["fp32", "fp16"])
-def test_packers_round_like_golden(out_fmt):
-    """value = (-1)**neg * mag * 2**(e - 25) rounded by the packer == golden round_output, on
-    random values and on constructed exact ties (at least 300, every one a tie)."""
-    dut = PackFP32() if out_fmt == "fp32" else PackFP16()
+def test_round_pack_like_golden(out_fmt):
+    """value = acc * 2**(e - 254 - 25) through the one rounder == golden round_output: RZ to
+    FP32 (subnormals, the pre-cut below 2**-133, overflow), RNE to FP16 (ties, subnormals,
+    overflow by a rounding carry), zero as +0, and the specials; on random values and on
+    constructed exact ties (at least 300, every one a tie)."""
+    dut = RoundPack(pipelined=False)
     rng = np.random.default_rng(7)
-    if out_fmt == "fp32":
-        es = list(rng.integers(-180, 260, 400)) + [-124, -125, -126, -149, -150, 127, 128, 102, 103]
+    f16 = out_fmt == "fp16"
+    if f16:
+        es = list(rng.integers(233, 300, 500)) + [233, 234, 243, 244, 254, 269, 270, 271, 272]
     else:
-        es = list(rng.integers(-21, 40, 400)) + [-21, -20, -10, -5, 0, 4, 5, 6, 15, 16]
-    cases = [(int(rng.integers(0, 1 << 33)) >> int(rng.integers(0, 34)), int(e), False) for e in es]
-    # Every e where results are finite and nonzero, twice: an exact tie where the binade allows.
-    tie_es = list(range(-150, 128)) * 2 if out_fmt == "fp32" else list(range(-21, 18)) * 8
+        es = list(rng.integers(0, 511, 500)) + [0, 1, 97, 98, 99, 100, 120, 121, 122, 127, 128,
+                                                 129, 381, 382, 383, 510]
+    cases = []                   # (acc, biased e, special, tie)
+    for n, e in enumerate(es):
+        acc = int(rng.integers(0, 1 << 33)) >> int(rng.integers(0, 34))
+        if rng.random() < 0.1:
+            acc = ((1 << int(rng.integers(11, 33))) - 1)     # long carries
+        acc = -acc if n % 2 else acc
+        cases.append((acc, int(e), 0 if n % 7 else 1 + (n // 7) % 3, False))
+    # Every nominal e where results are finite and nonzero, twice (FP32) or 8 times (FP16):
+    # an exact tie where the binade allows, either sign.
+    tie_es = list(range(-150, 128)) * 2 if not f16 else list(range(-21, 18)) * 8
     for e in tie_es:
         for _ in range(24):
             t = _tie(int(rng.integers(1, 1 << 33)) >> int(rng.integers(0, 22)), int(e), out_fmt)
             if t is not None:
-                cases.append((t, int(e), True))
+                cases.append((t if rng.integers(2) else -t, int(e) + EXP_BIAS, 0, True))
                 break
-    if out_fmt == "fp16":        # the overflow tie: 65520 = 0xFFF * 2**4, halfway to 65536 (Inf)
-        cases.append((0xFFF << 12, 17, True))
-    ties = sum(tie for _, _, tie in cases)
+    if f16:                      # the overflow tie: 65520 = 0xFFF * 2**4, halfway to 65536 (Inf)
+        cases.append((0xFFF << 12, 17 + EXP_BIAS, 0, True))
+    ties = sum(tie for *_, tie in cases)
     assert ties >= 300, f"only {ties} ties constructed"
 
     async def tb(ctx):
-        for mag, e, tie in cases:
-            neg = int(rng.integers(2))
-            ctx.set(dut.mag, mag)
-            ctx.set(dut.msb, max(mag.bit_length() - 1, 0))
-            ctx.set(dut.neg, neg)
-            ctx.set(dut.e, e)
-            v = np.ldexp(float(-mag if neg else mag), e - 25)
-            want = int(round_output(np.array([v]), out_fmt)[0])
-            got = ctx.get(dut.bits) & (0xFFFF if out_fmt == "fp16" else 0xFFFFFFFF)
-            assert got == want, f"mag={mag:#x} e={e} neg={neg} tie={tie}: {got:#x} != {want:#x}"
+        ctx.set(dut.f16, f16)
+        for acc, e, special, tie in cases:
+            ctx.set(dut.acc, acc)
+            ctx.set(dut.f, e - (EXP_BIAS - 21 if f16 else EXP_BIAS - 133))
+            ctx.set(dut.special, special)
+            if special:
+                want = {1: 0x7FFF if f16 else 0x7FFFFFFF, 2: 0x7C00 if f16 else 0x7F800000,
+                        3: 0xFC00 if f16 else 0xFF800000}[special]
+            else:
+                want = int(round_output(np.array([np.ldexp(float(acc), e - EXP_BIAS - GRID)]),
+                                        out_fmt)[0])
+            got = ctx.get(dut.bits)
+            assert got == want, f"acc={acc:#x} e={e} special={special} tie={tie}: {got:#x} != {want:#x}"
 
     comb_run(dut, tb)
 
 
+def test_round_pack_clamp_matches_its_formula():
+    """clamp_of is the F the rounder test above feeds by hand."""
+    m = Module()
+    e, f16 = Signal(9), Signal()
+    f = Signal(signed(10))
+    m.d.comb += f.eq(RoundPack.clamp_of(e, f16))
+
+    async def tb(ctx):
+        for v in (0, 121, 233, 300, 510):
+            for h in (0, 1):
+                ctx.set(e, v)
+                ctx.set(f16, h)
+                assert ctx.get(f) == v - (233 if h else 121)
+
+    comb_run(m, tb)
+
+
 def test_bad_parameters():
     from rtl.mma4 import MMA4
-    with pytest.raises(ValueError, match="Pipeline stages must be"):
-        MMA4(stages=5)
-    with pytest.raises(ValueError, match="at least one input"):
-        ExpMax(0)
+    with pytest.raises(ValueError, match="dsp must be"):
+        MMA4(dsp="xilinx")
+    with pytest.raises(ValueError, match="Multiplier arch must be"):
+        Multiplier(arch="xilinx")

@@ -157,7 +157,7 @@ def test_handover_round_trip_and_missing_parameter(tmp_path):
     """The one hand-over: what run_bench saves is what a bench reads; a build parameter the
     design was not built with is an error naming it, never a copied default."""
     from tb.handover import Handover
-    h = Handover(design="wmma", params={"mem_words": 32768, "stages": 2}, job="j.npz",
+    h = Handover(design="wmma", params={"mem_words": 32768}, job="j.npz",
                  options={"seed": 5, "resp_stall": 0.25})
     h.save(tmp_path / "h.json")
     back = Handover.load(tmp_path / "h.json")

@@ -31,8 +31,6 @@ def test_synth_small_design_reports_its_figures(capsys):
     assert json.loads(out.strip().splitlines()[-1])["luts"] == r["luts"]
 
 
-def test_synth_refuses_unknown_design_and_stages(capsys):
+def test_synth_refuses_unknown_design(capsys):
     assert main(["synth", "--design", "nope"]) == 2
     assert "Design must be one of" in capsys.readouterr().err
-    assert main(["synth", "--design", "fp4dec", "--stages", "2"]) == 2
-    assert "no pipeline stages" in capsys.readouterr().err
