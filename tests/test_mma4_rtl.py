@@ -107,7 +107,8 @@ def test_verify_rtl_refuses_other_arch(capsys):
     assert code == 2 and "Hopper" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("sim, tiles", [("verilator", 64), ("icarus", 2)])
+@pytest.mark.parametrize("sim, tiles", [pytest.param("verilator", 64, marks=pytest.mark.slow),
+                                        ("icarus", 2)])
 def test_silicon_through_the_ecp5_dsp_variant(sim, tiles):
     """The core tcore synth places instantiates MULT18X18D blocks instead of ``*``: simulated
     with the behavioural MULT18X18D model (rtl/lint/MULT18X18D.v; Yosys has only a blackbox),
