@@ -379,14 +379,14 @@ class TileWorker(wiring.Component):
 
 def _round_robin(m: Module, requests, last, name: str):
     """The index of the request to grant (``Signal``) and whether any is up: the first one
-    after ``last`` in index order, wrapping around."""
+    after ``last`` in index order, wrapping around; with ``last`` None, the lowest index."""
     n = len(requests)
     pick = Signal(range(max(2, n)), name=f"{name}_pick")
     # Later assignments win: the lowest index after ``last`` first, else the lowest of all.
     for i in reversed(range(n)):
         with m.If(requests[i]):
             m.d.comb += pick.eq(i)
-    for i in reversed(range(1, n)):             # (no request is after ``last`` at index 0)
+    for i in reversed(range(1, n) if last is not None else ()):   # none is after ``last`` at 0
         with m.If(requests[i] & (i > last)):
             m.d.comb += pick.eq(i)
     return pick, Cat(*requests).any()
@@ -486,7 +486,7 @@ class GemmSoc(wiring.Component):
         a_row, c_row, d_row = (Signal(64, name=f"{x}_tile_row") for x in "acd")
         acc_f16 = cfg.acc_f16
         col_bytes = Mux(acc_f16, tj.shift_left(5), tj.shift_left(6))     # 16 tj C/D elements
-        claim_pick, claim_any = _round_robin(m, [w.claim for w in workers], C(-1, 4), "claim")
+        claim_pick, claim_any = _round_robin(m, [w.claim for w in workers], None, "claim")
         tile = Signal(TileClaim)
         m.d.comb += [tile.none.eq(~left), tile.a_row.eq(a_row),
                      tile.b_col.eq(base["b"] + tj.shift_left(5)),
