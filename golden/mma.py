@@ -253,17 +253,27 @@ def _ieee_chunk(a, b, c, a_fmt, b_fmt, out_fmt):
     return bits
 
 
-def mma4(a, b, c, *, in_fmt="fp16", out_fmt="fp32", fused=True):
-    """Golden twin of the RTL ``MMA4`` core.
+#: k slices one beat of the RTL core carries per input format (``rtl.mma4.KDEPTH``).
+MMA4_KDEPTH = {"fp16": 4, "bf16": 4, "tf32": 2, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8}
 
-    ``fused=True`` (the core's K=16 mode): a (..., 4, 16), b (..., 16, 4), c (..., 4, 4); one
-    Hopper block fused dot-add over all 16 products and c.  ``fused=False`` (K=4 mode):
-    a (..., 4, 4), b (..., 4, 4); one step over 4 products and c.  Both are :func:`mma` with
-    the Hopper parameters; the K=4 mode is the K=4 case of the same rule.
+
+def mma4(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False, fused=True):
+    """Golden twin of the RTL ``MMA4`` core: one group.
+
+    A beat carries KD k slices (4 FP16/BF16, 2 TF32, 8 FP8/INT8: :data:`MMA4_KDEPTH`).
+    ``fused=True`` (four beats, one Hopper block): a (..., 4, 4 KD), b (..., 4 KD, 4),
+    c (..., 4, 4); one block fused dot-add over all the products and C (INT8: their exact sum,
+    wrapped or saturated).  ``fused=False`` (single-beat mode): a (..., 4, KD), b (..., KD, 4);
+    the same rule over KD products.  Both are :func:`mma` with the Hopper parameters (FP8 as
+    ``wgmma`` computes it).
     """
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
-    want_k = 16 if fused else 4
+    if in_fmt not in MMA4_KDEPTH:
+        raise ValueError(f"mma4 takes {', '.join(MMA4_KDEPTH)} inputs, not {in_fmt!r}")
+    want_k = MMA4_KDEPTH[in_fmt] * (4 if fused else 1)
     if a.shape[-2:] != (4, want_k) or b.shape[-2:] != (want_k, 4) or c.shape[-2:] != (4, 4):
-        raise ValueError(f"mma4 with fused={fused} takes a (..., 4, {want_k}), "
+        raise ValueError(f"mma4 with {in_fmt} and fused={fused} takes a (..., 4, {want_k}), "
                          f"b (..., {want_k}, 4), c (..., 4, 4); not {a.shape}, {b.shape}, {c.shape}")
-    return mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, arch=HOPPER)
+    instr = "wgmma" if input_kind(in_fmt) == "fp8" else "mma"
+    return mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, arch=HOPPER, instr=instr,
+               saturate=saturate)

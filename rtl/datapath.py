@@ -25,12 +25,16 @@ from numerics import HOPPER
 
 from .formats import FP16, FP32
 
-__all__ = ["GRID", "F16_FLOOR", "EXP_BIAS", "E_WIDTH", "ACC_WIDTH", "PRODUCT_SHIFT", "ADDEND_SHIFT", "PRODUCT_TERM_BITS",
+__all__ = ["GRID", "F16_FLOOR", "FP8_TRUNC_BITS", "FP8_CUT", "coarse", "EXP_BIAS", "E_WIDTH", "ACC_WIDTH", "PRODUCT_SHIFT", "ADDEND_SHIFT", "PRODUCT_TERM_BITS",
            "ADDEND_TERM_BITS", "E_F16_FLOOR", "Multiplier", "dsp_operands", "product_term",
            "addend_shift", "extend", "add_cin", "leading_zeros", "RoundPack"]
 
 _STEP = HOPPER.step("fp16")
 GRID = _STEP.grid               # F: terms are truncated to multiples of 2**(E - GRID)
+# FP8 inputs truncate on a coarser grid, 2**(E - 13): the low GRID - 13 bits of every term
+# (a multiple of 2**(E - GRID)) are cleared; truncating twice toward zero is truncating once.
+FP8_TRUNC_BITS = GRID - HOPPER.step("fp8").grid
+FP8_CUT = HOPPER.step("fp8").fp32_cut
 F16_FLOOR = _STEP.f16_floor     # FP16-output mode: E is at least this
 EXP_BIAS = 254                  # a biased product / block exponent is nominal + 254
 E_WIDTH = 9                     # biased exponents: 0 (no nonzero term) .. 510
@@ -39,7 +43,8 @@ PRODUCT_SHIFT = GRID - 20       # a 22-bit product significand has 20 fraction b
 ADDEND_SHIFT = GRID - 23        # a 24-bit addend significand has 23
 PRODUCT_TERM_BITS = 22 + PRODUCT_SHIFT
 ADDEND_TERM_BITS = 24 + ADDEND_SHIFT
-ACC_WIDTH = 34                  # signed: 17 terms below 2**27 each, with room to spare
+# Signed: 17 terms below 2**27 each, or an INT8 group's S32 C and 32 products below 2**15.
+ACC_WIDTH = 34
 # The result's LSB sits at bit 9 (FP32) or 22 (FP16) of the normalised 33-bit magnitude; the
 # left shift that puts it at the smallest subnormal quantum is E_nom + CLAMP.
 F32_CLAMP = 149 + 9 - GRID
@@ -109,13 +114,18 @@ def dsp_operands(sig_a, sig_b, d):
     return a[:DSP_A_BITS], b[:DSP_B_BITS], d[3:5]
 
 
-def product_term(q_prod, q, neg):
+def coarse(t, fp8):
+    """``t`` with its low :data:`FP8_TRUNC_BITS` bits cleared where ``fp8``: the FP8 grid."""
+    return Cat(t[:FP8_TRUNC_BITS] & ~fp8.replicate(FP8_TRUNC_BITS), t[FP8_TRUNC_BITS:])
+
+
+def product_term(q_prod, q, neg, fp8=C(0, 1)):
     """The aligned product term in ones' complement: ``(Q >> (8q + 7 - PRODUCT_SHIFT)) ^ neg``
-    (``PRODUCT_TERM_BITS`` wide, and a sign bit); the +1 of a negative term is the caller's
-    carry-in.  The XOR shares the mux's LUTs."""
+    (``PRODUCT_TERM_BITS`` wide, and a sign bit), on the FP8 grid where ``fp8``; the +1 of a
+    negative term is the caller's carry-in.  The XOR shares the mux's LUTs."""
     base = 7 - PRODUCT_SHIFT
     opts = [q_prod[base + 8 * n:][:PRODUCT_TERM_BITS] for n in range(4)]
-    t = Mux(q[1], Mux(q[0], opts[3], opts[2]), Mux(q[0], opts[1], opts[0]))
+    t = coarse(Mux(q[1], Mux(q[0], opts[3], opts[2]), Mux(q[0], opts[1], opts[0])), fp8)
     return Cat(t ^ neg.replicate(PRODUCT_TERM_BITS), neg).as_signed()
 
 
@@ -194,6 +204,9 @@ class RoundPack(wiring.Component):
     f: In(signed(E_WIDTH + 1))      # the clamp F: e - 233 (FP16 out) or e - 121 (FP32 out)
     f16: In(1)
     special: In(2)
+    cut13: In(1)                    # FP32 out: then cut to 13 fraction bits (FP8 inputs)
+    int8: In(1)                     # acc is an integer result: pass it as S32 bits
+    sat: In(1)                      # ... clamped to the S32 range (else wrapped)
     bits: Out(32)
 
     def __init__(self, *, pipelined=True):
@@ -228,29 +241,41 @@ class RoundPack(wiring.Component):
         gone = f < -24                                  # every bit lies below 2**-149
         cut = Mux(gone, 0, Array([mag >> (8 * n) for n in range(4)])[k])
         marker = Mux(f_eff < W, Const(1 << (W - 1), W) >> f_eff[:6], 0)
+        # An integer result (INT8 inputs: acc = C + the exact products) rides in ``cut`` with
+        # no shift: S32 bits, wrapped, or clamped when the top three bits disagree.
+        top = acc[31:ACC_WIDTH]
+        over = ~acc[-1] & (top != 0)
+        under = acc[-1] & (top != 0b111)
+        s32 = Mux(self.sat & over, 0x7FFF_FFFF, Mux(self.sat & under, 0x8000_0000, acc[:32]))
+        cut = Mux(self.int8, s32, cut)
         n1 = [self._reg(m, v, f"n1_{i}") for i, v in enumerate(
-            [cut, Cat(cut | marker), f_eff, neg, self.f16, self.special])]
-        cut1, probe1, f1, neg1, f16_1, sp1 = n1
+            [cut, Cat(cut | marker), f_eff, neg, self.f16, self.special, self.cut13, self.int8])]
+        cut1, probe1, f1, neg1, f16_1, sp1, c13_1, int_1 = n1
 
-        # N2: the left shift L = min(leading zeros, F) by the marker.
-        lz = leading_zeros(m, probe1)
-        n2 = [self._reg(m, v, f"n2_{i}") for i, v in enumerate([cut1, lz, f1, neg1, f16_1, sp1])]
-        cut2, l2, f2, neg2, f16_2, sp2 = n2
+        # N2: the left shift L = min(leading zeros, F) by the marker (none for an integer).
+        lz = Mux(int_1, 0, leading_zeros(m, probe1))
+        n2 = [self._reg(m, v, f"n2_{i}") for i, v in enumerate(
+            [cut1, lz, f1, neg1, f16_1, sp1, c13_1, int_1])]
+        cut2, l2, f2, neg2, f16_2, sp2, c13_2, int_2 = n2
 
         # N3: the shift's coarse level (by 8s) and the exponent field base F - L.
         # L <= 33: l2[3:6] is 0..4; the three unused codes select 0 (a complete case).
         y = Array([(cut2 << (8 * n))[:W] for n in range(5)] + [C(0, W)] * 3)[l2[3:6]]
         base = (f2 - l2)[:E_WIDTH + 1]
-        n3 = [self._reg(m, v, f"n3_{i}") for i, v in enumerate([y, l2[0:3], base, neg2, f16_2, sp2])]
-        y3, l3, base3, neg3, f16_3, sp3 = n3
+        n3 = [self._reg(m, v, f"n3_{i}") for i, v in enumerate(
+            [y, l2[0:3], base, neg2, f16_2, sp2, c13_2, int_2])]
+        y3, l3, base3, neg3, f16_3, sp3, c13_3, int_3 = n3
 
         # N4: the fine level.
         z = (y3 << l3)[:W]
-        n4 = [self._reg(m, v, f"n4_{i}") for i, v in enumerate([z, base3, neg3, f16_3, sp3])]
-        z4, base4, neg4, f16_4, sp4 = n4
+        n4 = [self._reg(m, v, f"n4_{i}") for i, v in enumerate(
+            [z, base3, neg3, f16_3, sp3, c13_3, int_3])]
+        z4, base4, neg4, f16_4, sp4, c13_4, int_4 = n4
 
-        # N5: guard, sticky and what overflow and zero need, ahead of the packing add.
+        # N5: guard, sticky and what overflow and zero need, ahead of the packing add.  The
+        # FP8 cut clears the 10 low fraction bits (RZ again: no carry), before the zero test.
         s32, s16 = z4[9:33], z4[22:33]
+        s32 = Mux(c13_4, Cat(C(0, 23 - FP8_CUT), s32[23 - FP8_CUT:]), s32)
         guard, sticky = z4[21], z4[0:21].any()
         up = f16_4 & guard & (sticky | s16[0])
         # base > 0 means a normal result, whose hidden bit is in the field: S = 0 is a zero.
@@ -258,8 +283,8 @@ class RoundPack(wiring.Component):
         ovf_now = Mux(f16_4, base4 >= 30, base4 >= 254)
         ovf_up = f16_4 & (base4 == 29) & (s16 == 0x7FF)
         n5 = [self._reg(m, v, f"n5_{i}") for i, v in enumerate(
-            [s32, base4, up, sig_zero, ovf_now, ovf_up, neg4, f16_4, sp4])]
-        s32_5, base5, up5, zero5, ovf5, ovfu5, neg5, f16_5, sp5 = n5
+            [s32, base4, up, sig_zero, ovf_now, ovf_up, neg4, f16_4, sp4, z4[0:9], int_4])]
+        s32_5, base5, up5, zero5, ovf5, ovfu5, neg5, f16_5, sp5, low5, int_5 = n5
 
         # Pack: exponent base + significand (+ the rounding carry), then zero, Inf and specials.
         packed = add_cin(Mux(f16_5, base5 << 10, base5 << 23)[:31],
@@ -274,7 +299,9 @@ class RoundPack(wiring.Component):
             with m.Case(3):
                 m.d.comb += self.bits.eq(Mux(f16_5, FP16.neg_inf, FP32.neg_inf))
             with m.Default():
-                with m.If(zero):
+                with m.If(int_5):
+                    m.d.comb += self.bits.eq(Cat(low5, s32_5)[:32])
+                with m.Elif(zero):
                     m.d.comb += self.bits.eq(0)
                 with m.Elif(ovf):
                     m.d.comb += self.bits.eq(Mux(f16_5, Mux(neg5, FP16.neg_inf, FP16.pos_inf),

@@ -12,6 +12,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .fragments import MmaReadSignature, MmaWriteSignature
+from .formats import Kind
 from .mma4 import Beat, DTile
 
 __all__ = ["BeatFeeder", "DrainD"]
@@ -83,7 +84,8 @@ class BeatFeeder(wiring.Component):
             beat.payload.a.eq(rd.beat_a), beat.payload.b.eq(rd.beat_b),
             beat.payload.c.eq(Mux(zero_c, 0, rd.beat_c.as_value())),
             beat.payload.last.eq(cur_s == 3),
-            beat.payload.bf16.eq(bf16), beat.payload.acc_f16.eq(acc_f16),
+            beat.payload.mode.kind.eq(Mux(bf16, Kind.BF16, Kind.FP16)),
+            beat.payload.mode.acc_f16.eq(acc_f16),
         ]
         return m
 

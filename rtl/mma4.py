@@ -1,4 +1,4 @@
-"""MMA4: the pipelined 4x4x4 tensor-core step, D = A·B + C, 64 products per clock.
+"""MMA4: the pipelined 4x4x4 tensor-core step, D = A·B + C, in every Hopper input kind.
 
 Golden twin: :func:`golden.mma.mma4`.
 """
@@ -10,52 +10,69 @@ from amaranth.lib.wiring import In, Out
 from numerics import HOPPER
 
 from .datapath import (ACC_WIDTH, ADDEND_SHIFT, ADDEND_TERM_BITS, E_F16_FLOOR, E_WIDTH, EXP_BIAS,
-                       Multiplier, RoundPack, add_cin, addend_shift, dsp_operands, extend,
-                       product_term)
-from .formats import FP16, FP32, Unpack, UnpackAddend
+                       GRID, Multiplier, RoundPack, add_cin, addend_shift, coarse, dsp_operands,
+                       extend, product_term)
+from .formats import FP16, FP32, Kind, Mode, Unpack, UnpackAddend
 
-__all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry"]
+__all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry", "Kind", "Mode", "KDEPTH",
+           "MAX_BEATS", "PASSES"]
 
-MAX_BEATS = HOPPER.step("fp16").block // 4     # a group fuses at most 4 beats: K = 16
+MAX_BEATS = 4                   # a group fuses at most 4 beats: one Hopper block of the kind
+#: k depth of one beat per kind: a and b hold 256 bits each, A 4 x KDEPTH and B KDEPTH x 4.
+KDEPTH = {Kind.FP16: 4, Kind.BF16: 4, Kind.TF32: 2, Kind.FP8: 8, Kind.INT8: 8}
+#: Clocks (passes through the 64 multipliers) a beat takes per kind.
+PASSES = {k: max(1, d // 4) for k, d in KDEPTH.items()}
+MAX_PASSES = MAX_BEATS * max(PASSES.values())
+# A group is one Hopper block: 4 beats of the kind are its block width.
+for _kind, _name in ((Kind.FP16, "fp16"), (Kind.TF32, "tf32"), (Kind.FP8, "fp8"), (Kind.INT8, "int8")):
+    assert HOPPER.step(_name).block == MAX_BEATS * KDEPTH[_kind], _name
+#: INT8 groups have a fixed block exponent: nominal 25, so the accumulator counts units of 1
+#: (products, at nominal exponent 20, are shifted right by 5: exact, as their sum is).
+E_INT8 = GRID + EXP_BIAS
 
 
 class Beat(data.Struct):
-    """One input beat of the MMA4 stream (1027 bits).
+    """One input beat of the MMA4 stream (1032 bits).
+
+    ``a`` holds A (4 x KD) and ``b`` B (KD x 4), row-major, in the elements of the group's
+    kind: KD = 4 16-bit elements (FP16, BF16), 2 32-bit ones (TF32: FP32 patterns, the 13 low
+    fraction bits ignored) or 8 bytes (FP8, INT8) - :data:`KDEPTH`.
 
     Members
     -------
     a : 16 x 16 bits
-        A[i][k] at index ``4*i + k``, FP16 or BF16.
+        A[i][k] at element ``KD*i + k``: the 16-bit word ``4*i + k`` (FP16/BF16), the 32-bit
+        word ``2*i + k`` (TF32), the byte ``8*i + k`` (FP8, INT8).
     b : 16 x 16 bits
-        B[k][j] at index ``4*k + j``.
+        B[k][j] at element ``4*k + j`` of the kind's size.
     c : 16 x 32 bits
-        C[i][j] at index ``4*i + j``: FP32, or FP16 in the low half.  Read on a group's first
-        beat only.
+        C[i][j] at index ``4*i + j``: FP32, FP16 in the low half, or S32 (INT8).  Read on a
+        group's first beat only.
     last : 1
         Ends a group.  A group is 1 to 4 consecutive beats fused into one block dot-add over
-        all their products and C; a group also ends after its fourth beat.
-    bf16 : 1
-        A and B are BF16 (else FP16).
-    acc_f16 : 1
-        C and D are FP16, rounded to nearest-even with E floored at -21 (else FP32, rounded
-        toward zero).  ``bf16`` and ``acc_f16`` are taken from a group's first beat.
+        all their products and C; a group also ends after its fourth beat.  Four beats are
+        one Hopper block: K = 16 (FP16, BF16), 8 (TF32), 32 (FP8, INT8).
+    mode : Mode
+        Kind, accumulator and variants (:class:`rtl.formats.Mode`); taken from a group's
+        first beat.
     """
 
     a: data.ArrayLayout(16, 16)
     b: data.ArrayLayout(16, 16)
     c: data.ArrayLayout(32, 16)
     last: 1
-    bf16: 1
-    acc_f16: 1
+    mode: Mode
 
 
 DTile = data.ArrayLayout(32, 16)
-"""One output: D[i][j] at index ``4*i + j``, FP32 bits or FP16 bits in the low half."""
+"""One output: D[i][j] at index ``4*i + j``: FP32 bits, FP16 bits in the low half, or S32."""
 
 
 class BeatEntry(data.Struct):
-    """A beat as the significand FIFO keeps it: unpacked in its group's formats, with the
-    biased exponent of each product and addend (0 for a zero term, below every real one)."""
+    """A pass as the significand FIFO keeps it: 4x4x4 operands unpacked in their group's
+    formats, with the biased exponent of each product and addend (0 for a zero term, below
+    every real one).  An INT8 group's C is its raw S32 bits: ``c_sig`` the low 24, ``c_pe``
+    the high 8."""
 
     a_sig: data.ArrayLayout(11, 16)
     a_neg: 16
@@ -69,20 +86,38 @@ class BeatEntry(data.Struct):
 
 class GroupEntry(data.Struct):
     """What the exponent lane learns of a whole group: each output's block exponent E (biased,
-    FP16 floor applied), its special result (0 none, 1 NaN, 2 +Inf, 3 -Inf), the output
-    format and the beat count - 1."""
+    FP16 floor applied; fixed for INT8), its special result (0 none, 1 NaN, 2 +Inf, 3 -Inf),
+    the group's mode and its pass count - 1."""
 
     e: data.ArrayLayout(E_WIDTH, 16)
     special: data.ArrayLayout(2, 16)
-    f16: 1
-    n: 2
+    mode: Mode
+    n: range(MAX_PASSES)
 
 
 class Ctl(data.Struct):
-    """The control that travels with a beat through the significand pipeline."""
+    """The control that travels with a pass through the significand pipeline."""
 
     first: 1
     last: 1
+
+
+class XCtl(data.Struct):
+    """The control that travels with a pass through the exponent lane."""
+
+    first: 1
+    last: 1
+    mode: Mode
+    n: range(MAX_PASSES)
+
+
+class Flags(data.Struct):
+    """A group's output flags, beside its data from L2 to the rounder."""
+
+    f16: 1
+    fp8: 1
+    int8: 1
+    sat: 1
 
 
 def _reg(m, value, name):
@@ -107,37 +142,48 @@ def _max(a, b):
 
 
 class MMA4(wiring.Component):
-    """Pipelined 4x4x4 MMA core with Hopper-exact block fusion: D = A·B + C, 64 FMA per clock.
+    """Pipelined 4x4x4 MMA core with Hopper-exact block fusion: D = A·B + C in FP16, BF16,
+    TF32, FP8 (E4M3, E5M2, mixed) and INT8 (S8, U8), 64 multipliers.
 
-    The core accepts one :class:`Beat` (A 4x4, B 4x4, C 4x4) per clock.  Beats are fused in
-    groups (``last`` ends one): in **K=4 mode** every beat is its own group and gives one D 4x4
-    per clock; in **fused K=16 mode** four consecutive beats carry the four 4-wide k slices of
-    A (columns 4s..4s+3) and B (rows 4s..4s+3), C with the first, and give one D per 4 clocks.
+    The core accepts one :class:`Beat` (A 4xKD, B KDx4, C 4x4) per clock, or per two clocks
+    for the 8-bit kinds.  Beats are fused in groups (``last`` ends one): in **single-beat
+    mode** every beat is its own group and gives one D 4x4; in **fused mode** four
+    consecutive beats carry the four k slices of one Hopper block (K = 16 FP16/BF16, 8 TF32,
+    32 FP8/INT8), C with the first, and give one D.
 
-    A group is one block fused dot-add (``docs/numerics.md``): all its products and C are
-    truncated on ONE grid 2**(E-25), E the largest exponent of the group, so no term may be
-    aligned before the whole group has been seen (and a running partial sum may not be
-    realigned: truncation does not commute with the sum).  The core therefore has two lanes:
+    A floating-point group is one block fused dot-add (``docs/numerics.md``): all its products
+    and C are truncated on ONE grid 2**(E-25) (FP8: 2**(E-13)), E the largest exponent of the
+    group, so no term may be aligned before the whole group has been seen (and a running
+    partial sum may not be realigned: truncation does not commute with the sum).  An INT8
+    group is the exact sum of its products and C, wrapped to S32 or clamped (``sat``).  The
+    core therefore has two lanes:
 
-    * the **exponent lane** unpacks each beat as it arrives, writes the significands and the
-      biased product exponents into a significand FIFO (block RAM), and takes the maximum over
-      the group (a tree per beat, then a running maximum) together with the group's NaN/Inf
-      flags; at the group's last beat it pushes E into a group FIFO;
+    * the **exponent lane** unpacks each *pass* (4x4x4 products: a 16-bit beat is one pass,
+      a TF32 beat one pass with two of its four k slots empty, an 8-bit beat two passes) as it
+      arrives, writes the significands and the biased product exponents into a significand
+      FIFO (block RAM), and takes the maximum over the group (a tree per pass, then a running
+      maximum) together with the group's NaN/Inf flags; at the group's last pass it pushes E
+      into a group FIFO;
     * the **significand lane** starts a group once its E is known and an output slot is free
-      (credits), and sends its beats through once, one per clock: shift amounts, the DSP
-      multipliers (which also do the fine part of each product's shift), a 4:1 mux, an adder
-      tree with negation through carry-ins, the accumulator, the normalise/round unit, and an
+      (credits), and sends its passes through once, one per clock: shift amounts, the DSP
+      multipliers (which also do the fine part of each product's shift), a 4:1 mux (with the
+      FP8 grid's mask), an adder tree with negation through carry-ins, the accumulator, the
+      normalise/round unit (which passes an INT8 result through, wrapped or clamped), and an
       output FIFO (block RAM) that ``o`` reads.
+
+    Rates, with ``o.ready`` high: 64 FP16/BF16 products per clock, 32 TF32 (a beat is two k
+    slices: the Hopper ratio), 64 FP8/INT8 (a beat of 128 products takes two clocks: Hopper
+    has twice the FP16 rate there; a second set of multipliers would be needed to match).
 
     Nothing in the significand lane stalls: a group is started only when the output FIFO has a
     place for its result, so backpressure on ``o`` holds beats in the FIFOs, and ``i.ready``
-    falls only when 16 groups wait.  Datapath registers have no reset; valid bits, pointers and
-    counters do.
+    falls only when 16 groups wait (and on the first clock of an 8-bit beat).  Datapath
+    registers have no reset; valid bits, pointers and counters do.
 
-    Latency: with no stalls D leaves :attr:`LATENCY` = 20 clocks after the cycle its group's
-    last beat was accepted in K=4 mode, 23 in fused K=16 mode (a group's beats pass the
-    multipliers after its last beat has arrived).  Throughput: one beat, 64 products, per clock
-    in every mode, with ``o.ready`` high.
+    Latency (:meth:`latency_of`): with no stalls D leaves :attr:`LATENCY` = 20 clocks after the
+    cycle its group's last beat was accepted, plus one per further pass of the group: +0
+    single-beat and +3 fused for the 16-bit kinds and TF32, +1 single-beat and +7 fused for
+    the 8-bit kinds (a group's passes cross the multipliers after its last beat has arrived).
 
     Parameters
     ----------
@@ -152,7 +198,7 @@ class MMA4(wiring.Component):
     """
 
     GROUPS = 16                 # group FIFO: groups accepted and not yet started
-    BEATS = GROUPS * MAX_BEATS  # significand FIFO
+    BEATS = GROUPS * MAX_PASSES  # significand FIFO (passes)
     # Output FIFO: more than the 16 clocks from a group's start to its result's pop, so that
     # credits never stop a stream with o.ready high; 512, one block-RAM row (yosys would put
     # a 32-deep one in LUT RAM, with a 512-bit read mux).
@@ -179,9 +225,17 @@ class MMA4(wiring.Component):
         return self.LATENCY
 
     @classmethod
-    def latency_of(cls) -> int:
-        """K=4-mode latency (see the class doc); K=16 mode adds ``MAX_BEATS - 1``."""
-        return cls.LATENCY
+    def latency_of(cls, kind: Kind = Kind.FP16, beats: int = 1) -> int:
+        """Clocks from the acceptance of a group's last beat to its D on ``o`` (no stalls):
+        :attr:`LATENCY` plus one per pass of the group after its first."""
+        if not 1 <= beats <= MAX_BEATS:
+            raise ValueError(f"a group has 1 to {MAX_BEATS} beats, not {beats}")
+        return cls.LATENCY + beats * PASSES[Kind(kind)] - 1
+
+    @staticmethod
+    def kdepth(kind) -> int:
+        """k slices one beat carries in ``kind`` (:data:`KDEPTH`)."""
+        return KDEPTH[Kind(kind)]
 
     def elaborate(self, platform):
         m = Module()
@@ -202,50 +256,80 @@ class MMA4(wiring.Component):
     # ---- exponent lane: control -----------------------------------------------------------
     def _exponent_lane(self, m, sig_wr, grp_wr, started):
         beat = self.i.payload
-        widx = Signal(2)                        # beat of the group being received
-        g_bf16, g_f16 = Signal(), Signal()
+        widx = Signal(range(MAX_PASSES))        # pass of the group being received
+        g_mode = Signal(Mode)                   # the group's mode, from its first beat
         groups = Signal(range(self.GROUPS + 1))  # groups accepted and not yet started
         first = widx == 0
-        bf16 = Mux(first, beat.bf16, g_bf16)
-        f16 = Mux(first, beat.acc_f16, g_f16)
-        last = beat.last | (widx == MAX_BEATS - 1)
-        m.d.comb += self.i.ready.eq(~first | (groups < self.GROUPS))
-        accept = self.i.valid & self.i.ready
-        with m.If(accept):
+        mode = Signal(Mode)
+        m.d.comb += mode.eq(Mux(first, beat.mode, g_mode))
+        two = (mode.kind == Kind.FP8) | (mode.kind == Kind.INT8)    # a beat is two passes
+        half = two & widx[0]                    # the beat's second pass
+        beat_end = ~two | half                  # this pass ends the beat
+        beat_no = Mux(two, widx[1:], widx)      # beats of the group before this one
+        last = beat_end & (beat.last | (beat_no == MAX_BEATS - 1))
+        space = ~first | (groups < self.GROUPS)
+        m.d.comb += self.i.ready.eq(space & beat_end)
+        take = self.i.valid & space             # a pass enters X1
+        with m.If(take):
             m.d.sync += widx.eq(Mux(last, 0, widx + 1))
             with m.If(first):
-                m.d.sync += [g_bf16.eq(beat.bf16), g_f16.eq(beat.acc_f16)]
-        m.d.sync += groups.eq(groups + (accept & first) - started)
+                m.d.sync += g_mode.eq(beat.mode)
+        m.d.sync += groups.eq(groups + (take & first) - started)
 
-        # X1: the beat as the significand FIFO keeps it (written from this register).
-        ent, aux = self._beat_unpack(m, beat, first, bf16, f16)
+        # X1: the pass as the significand FIFO keeps it (written from this register).
+        ent, aux = self._beat_unpack(m, beat, first, mode, half)
         x1, aux1 = _reg(m, ent, "x1_ent"), _reg(m, aux, "x1_aux")
-        ctl = _reg(m, Cat(first, last, f16, widx), "x1_ctl")
-        v = _valid(m, accept, "x1_valid")
+        xc = Signal(XCtl)
+        m.d.comb += [xc.first.eq(first), xc.last.eq(last), xc.mode.eq(mode), xc.n.eq(widx)]
+        ctl = _reg(m, xc, "x1_ctl")
+        v = _valid(m, take, "x1_valid")
         wp = Signal(range(self.BEATS))
         m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(x1), sig_wr.en.eq(v)]
         m.d.sync += wp.eq(Mux(v, wp + 1, wp))
 
-        # X2..X4: the beat's reduction; the group's at X4, whose last beat pushes the group.
-        x4 = self._beat_reduce(m, x1, aux1, first=ctl[0], f16=ctl[2])
+        # X2..X4: the pass's reduction; the group's at X4, whose last pass pushes the group.
+        x4 = self._beat_reduce(m, x1, aux1, first=ctl.first, f16=ctl.mode.acc_f16)
         for s in range(2, self.EXP_STAGES + 1):
             ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
-        first4, last4, f16_4, n4 = ctl[0], ctl[1], ctl[2], ctl[3:5]
         ent = Signal(self._group_layout)
-        self._group_reduce(m, ent, x4, v, first4)
-        m.d.comb += [ent.f16.eq(f16_4), ent.n.eq(n4)]
+        self._group_reduce(m, ent, x4, v, ctl.first, ctl.mode)
+        m.d.comb += [ent.mode.eq(ctl.mode), ent.n.eq(ctl.n)]
         gwp = Signal(range(self.GROUPS))
-        m.d.comb += [grp_wr.addr.eq(gwp), grp_wr.data.eq(ent), grp_wr.en.eq(v & last4)]
-        m.d.sync += gwp.eq(Mux(v & last4, gwp + 1, gwp))
-        self._grp_pushed = v & last4
+        m.d.comb += [grp_wr.addr.eq(gwp), grp_wr.data.eq(ent), grp_wr.en.eq(v & ctl.last)]
+        m.d.sync += gwp.eq(Mux(v & ctl.last, gwp + 1, gwp))
+        self._grp_pushed = v & ctl.last
 
     # ---- exponent lane: data ---------------------------------------------------------------
-    def _beat_unpack(self, m, beat, first, bf16, f16):
+    def _operand_bits(self, beat, mode, half):
+        """The 32 operand elements of this pass: A[i][k] at 4i + k and B[k][j] at 4k + j
+        (k 0..3 of the pass), as element bits for :class:`rtl.formats.Unpack`."""
+        ra, rb = beat.a.as_value(), beat.b.as_value()
+        tf32, byte = mode.kind == Kind.TF32, (mode.kind == Kind.FP8) | (mode.kind == Kind.INT8)
+
+        def pick(raw, w16, w32, b8):
+            v32 = raw.word_select(w32, 32) if w32 is not None else C(0, 32)
+            v8 = Mux(half, raw.word_select(b8 + 4, 8), raw.word_select(b8, 8))  # k + 4 on pass 2
+            return Mux(tf32, v32, Mux(byte, v8, raw.word_select(w16, 16)))
+
+        a_bits, b_bits = [], []
+        for x in range(16):
+            i, k = divmod(x, 4)
+            a_bits.append(pick(ra, x, 2 * i + k if k < 2 else None, 8 * i + k))
+            kb, j = divmod(x, 4)
+            # B's second pass: rows 4..7, 16 bytes on.
+            v8 = Mux(half, rb.word_select(16 + 4 * kb + j, 8), rb.word_select(4 * kb + j, 8))
+            v32 = rb.word_select(4 * kb + j, 32) if kb < 2 else C(0, 32)
+            b_bits.append(Mux(tf32, v32, Mux(byte, v8, rb.word_select(x, 16))))
+        return a_bits, b_bits
+
+    def _beat_unpack(self, m, beat, first, mode, half):
         """X1 (combinational part): the :class:`BeatEntry`, and per product and addend the
         NaN / +Inf / -Inf flags."""
-        ua = [self._unpack(m, f"ua{x}", beat.a[x], bf16) for x in range(16)]
-        ub = [self._unpack(m, f"ub{x}", beat.b[x], bf16) for x in range(16)]
-        uc = [self._unpack_addend(m, f"uc{x}", beat.c[x], f16) for x in range(16)]
+        a_bits, b_bits = self._operand_bits(beat, mode, half)
+        int8 = mode.kind == Kind.INT8
+        ua = [self._unpack(m, f"ua{x}", a_bits[x], mode.kind, mode.a_alt) for x in range(16)]
+        ub = [self._unpack(m, f"ub{x}", b_bits[x], mode.kind, mode.b_alt) for x in range(16)]
+        uc = [self._unpack_addend(m, f"uc{x}", beat.c[x], mode.acc_f16) for x in range(16)]
         ent = Signal(BeatEntry)
         cls = []                                # per output: 4 products then C, 3 bits each
         for x in range(16):
@@ -258,16 +342,19 @@ class MMA4(wiring.Component):
                 neg = a.sign ^ b.sign
                 cls += [nan, inf & ~neg, inf & neg]
             c, ec = uc[x]
-            cls += [first & c.nan, first & c.inf & ~c.sign, first & c.inf & c.sign]
+            cf = first & ~int8                  # C is read on a group's first pass; S32 has no specials
+            cls += [cf & c.nan, cf & c.inf & ~c.sign, cf & c.inf & c.sign]
+            raw = beat.c[x]
             m.d.comb += [ent.a_sig[x].eq(ua[x][0].sig), ent.a_neg[x].eq(ua[x][0].sign),
                          ent.b_sig[x].eq(ub[x][0].sig), ent.b_neg[x].eq(ub[x][0].sign),
-                         ent.c_sig[x].eq(Mux(first, c.sig, 0)), ent.c_neg[x].eq(c.sign),
-                         ent.c_pe[x].eq(Mux(first & ~c.zero, ec, 0))]
+                         ent.c_sig[x].eq(Mux(first, Mux(int8, raw[:24], c.sig), 0)),
+                         ent.c_neg[x].eq(c.sign & ~int8),
+                         ent.c_pe[x].eq(Mux(first, Mux(int8, raw[24:], Mux(c.zero, 0, ec)), 0))]
         return ent, Cat(*cls)
 
     def _beat_reduce(self, m, ent, cls, *, first, f16):
         """X2..X4: per output, the maximum over its 4 products and C (with the FP16 floor on
-        a group's first beat), two compares per level, and the specials OR-ed; returns the
+        a group's first pass), two compares per level, and the specials OR-ed; returns the
         X4 registers ``[(e, nan/+inf/-inf)]``."""
         w = E_WIDTH
         floor = Mux(first & f16, E_F16_FLOOR, 0)
@@ -282,9 +369,10 @@ class MMA4(wiring.Component):
         x4 = _reg(m, [_max(x3[x][0:w], x3[x][w:2 * w]) for x in range(16)], "x4_e")
         return list(zip(x4, _reg(m, x3_sp, "x4_sp")))
 
-    def _group_reduce(self, m, ent, x4, valid, first):
+    def _group_reduce(self, m, ent, x4, valid, first, mode):
         """The running maximum and specials over the group; ``ent`` (a :class:`GroupEntry`)
-        gets E and the special code including the beat now at X4."""
+        gets E (fixed for INT8) and the special code including the pass now at X4."""
+        int8 = mode.kind == Kind.INT8
         for x, (e, sp) in enumerate(x4):
             ge = Signal(E_WIDTH, name=f"grp_e{x}", reset_less=True)
             gs = Signal(3, name=f"grp_sp{x}", reset_less=True)
@@ -293,16 +381,14 @@ class MMA4(wiring.Component):
             with m.If(valid):
                 m.d.sync += [ge.eq(e_new), gs.eq(s_new)]
             nan, pinf, ninf = s_new[0], s_new[1], s_new[2]
-            m.d.comb += [ent.e[x].eq(e_new),
+            m.d.comb += [ent.e[x].eq(Mux(int8, E_INT8, e_new)),
                          ent.special[x].eq(Mux(nan | (pinf & ninf), 1, Mux(pinf, 2, Mux(ninf, 3, 0))))]
 
-    def _unpack(self, m, name, bits, bf16):
+    def _unpack(self, m, name, bits, kind, alt):
         """An A/B operand and its biased exponent (nominal + 127, subnormals at the minimum)."""
         u = m.submodules[name] = Unpack()
-        m.d.comb += [u.bits.eq(bits), u.bf16.eq(bf16)]
-        e5, e8 = bits[10:15], bits[7:15]
-        exp = Mux(bf16, Mux(e8 == 0, 1, e8), Mux(e5 == 0, 1, e5) + (FP32.bias - FP16.bias))
-        return u.o, exp[:8]
+        m.d.comb += [u.bits.eq(bits), u.kind.eq(kind), u.alt.eq(alt)]
+        return u.o, u.o.bexp
 
     def _unpack_addend(self, m, name, bits, f16):
         """C and its biased exponent (nominal + EXP_BIAS)."""
@@ -317,7 +403,7 @@ class MMA4(wiring.Component):
     def _launcher(self, m, grp_rd, sig_rd, started, pop):
         ready = Signal(range(self.GROUPS + 1))   # groups in the group FIFO
         credits = Signal(range(self.OUTPUTS + 1), init=self.OUTPUTS)
-        in_grp, left = Signal(), Signal(2)
+        in_grp, left = Signal(), Signal(range(MAX_PASSES))
         grp_rp, sig_rp = Signal(range(self.GROUPS)), Signal(range(self.BEATS))
         head = grp_rd.data
         go_first = ~in_grp & (ready != 0) & (credits != 0)
@@ -342,20 +428,25 @@ class MMA4(wiring.Component):
     # ---- significand lane ------------------------------------------------------------------
     def _significands(self, m, v1, ctl1, grp, ent, out_wr):
         # L1: shift amounts E - pe (saturated at 31: nothing survives past 27), and each
-        # output's rounding clamp F.
+        # output's rounding clamp F.  An INT8 C is added as it is (no shift).
         def sat(e, pe):
             d = (e - pe)[:E_WIDTH]
             return Mux(d[5:] != 0, 31, d[:5])
 
+        mode = grp.mode
+        flags = Signal(Flags)
+        m.d.comb += [flags.f16.eq(mode.acc_f16), flags.fp8.eq(mode.kind == Kind.FP8),
+                     flags.int8.eq(mode.kind == Kind.INT8), flags.sat.eq(mode.sat)]
         d = [sat(grp.e[p // 4], ent.pe[p]) for p in range(64)]
-        dc = [sat(grp.e[x], ent.c_pe[x]) for x in range(16)]
-        f = [RoundPack.clamp_of(grp.e[x], grp.f16) for x in range(16)]
+        dc = [Mux(flags.int8, 0, sat(grp.e[x], ent.c_pe[x])) for x in range(16)]
+        f = [RoundPack.clamp_of(grp.e[x], mode.acc_f16) for x in range(16)]
         vs, ctls, push = self._lane_control(m, v1, ctl1)
         d2, dc2, f2 = _reg(m, d, "l2_d"), _reg(m, dc, "l2_dc"), _reg(m, f, "l2_f")
-        sp2, f16_2 = _reg(m, [grp.special[x] for x in range(16)], "l2_sp"), _reg(m, grp.f16, "l2_f16")
+        sp2, fl2 = _reg(m, [grp.special[x] for x in range(16)], "l2_sp"), _reg(m, flags, "l2_flags")
         a2, an2 = _reg(m, [ent.a_sig[x] for x in range(16)], "l2_a"), _reg(m, ent.a_neg, "l2_an")
         b2, bn2 = _reg(m, [ent.b_sig[x] for x in range(16)], "l2_b"), _reg(m, ent.b_neg, "l2_bn")
         c2, cn2 = _reg(m, [ent.c_sig[x] for x in range(16)], "l2_c"), _reg(m, ent.c_neg, "l2_cn")
+        ch2 = _reg(m, [ent.c_pe[x][:8] for x in range(16)], "l2_ch")     # INT8: C's high byte
 
         # L2 -> L5: the DSPs (their own three registers); beside them the addend's two-level
         # shift and the group's per-output data.
@@ -373,44 +464,49 @@ class MMA4(wiring.Component):
         for s in (3, 4, 5):
             q5, n5 = _reg(m, q5, f"l{s}_q"), _reg(m, n5, f"l{s}_neg")
         c3 = _reg(m, [addend_shift(m, c2[x].shift_left(ADDEND_SHIFT), dc2[x], 0) for x in range(16)], "l3_c")
-        dc3, cn3 = _reg(m, dc2, "l3_dc"), _reg(m, cn2, "l3_cn")
+        dc3, cn3, ch3 = _reg(m, dc2, "l3_dc"), _reg(m, cn2, "l3_cn"), _reg(m, ch2, "l3_ch")
+        grp_data = {2: [f2, sp2, fl2]}
+        for s in (3, 4, 5):
+            grp_data[s] = _reg(m, grp_data[s - 1], f"l{s}_grp")
+        fl3 = grp_data[3][2]
         cx4 = []
         for x in range(16):
-            t = addend_shift(m, c3[x], dc3[x], 1)
-            cx4.append(Cat(t ^ cn3[x].replicate(ADDEND_TERM_BITS), cn3[x]).as_signed())
+            t = coarse(addend_shift(m, c3[x], dc3[x], 1), fl3.fp8)
+            fp = Cat(t ^ cn3[x].replicate(ADDEND_TERM_BITS), cn3[x]).as_signed()
+            # INT8: c3 is C's low 24 bits << ADDEND_SHIFT, unshifted (dc = 0).
+            s32 = Cat(c3[x][ADDEND_SHIFT:ADDEND_SHIFT + 24], ch3[x]).as_signed()
+            cx4.append(Mux(fl3.int8, extend(s32, ACC_WIDTH), extend(fp, ACC_WIDTH)).as_signed())
         cx4, cn4 = _reg(m, cx4, "l4_cx"), _reg(m, cn3, "l4_cn")
         cx5, cn5 = _reg(m, cx4, "l5_cx"), _reg(m, cn4, "l5_cn")
-        grp_data = [f2, sp2, f16_2]
-        for s in (3, 4, 5):
-            grp_data = _reg(m, grp_data, f"l{s}_grp")
 
         # L5 -> L6: the product mux and the first adder level.  Each of the five ones'
         # complement terms owes +1 when negative: t0's and t2's ride on these carry-ins, t1's
         # and t3's on the next level, C's on the accumulator.
+        fp8_5 = grp_data[5][2].fp8
         ab6, owe6 = [], []
         for x in range(16):
-            t = [product_term(prods[4 * x + k], q5[4 * x + k], n5[4 * x + k]) for k in range(4)]
+            t = [product_term(prods[4 * x + k], q5[4 * x + k], n5[4 * x + k], fp8_5) for k in range(4)]
             nk = n5[4 * x:4 * x + 4]
             ab6.append(Cat(add_cin(t[0], t[1], nk[0], 29), add_cin(t[2], t[3], nk[2], 29)))
             owe6.append(Cat(nk[1], nk[3]))
         ab6, owe6 = _reg(m, ab6, "l6_ab"), _reg(m, owe6, "l6_owe")
         cx6, cn6 = _reg(m, cx5, "l6_cx"), _reg(m, cn5, "l6_cn")
-        grp6 = _reg(m, grp_data, "l6_grp")
+        grp6 = _reg(m, grp_data[5], "l6_grp")
 
         # L6 -> L7: A + B + C as a carry-save step and one chain.
         s7 = []
         for x in range(16):
-            a = extend(ab6[x][0:29].as_signed(), 31)
-            b = extend(ab6[x][29:58].as_signed(), 31)
-            c = extend(cx6[x], 31)
+            a = extend(ab6[x][0:29].as_signed(), ACC_WIDTH)
+            b = extend(ab6[x][29:58].as_signed(), ACC_WIDTH)
+            c = extend(cx6[x], ACC_WIDTH)
             ssum, cy = a ^ b ^ c, (a & b) | (a & c) | (b & c)
-            s7.append(add_cin(ssum, Cat(owe6[x][0], cy[:30]), owe6[x][1], 31))
+            s7.append(add_cin(ssum, Cat(owe6[x][0], cy[:ACC_WIDTH - 1]), owe6[x][1], ACC_WIDTH))
         s7 = _reg(m, s7, "l7_s")
         cn7 = _reg(m, cn6, "l7_cn")
         grp7 = _reg(m, grp6, "l7_grp")
 
         # L7 -> N0: the accumulator.  Its feedback register is cleared (a synchronous clear, no
-        # LUT) when the next clock brings a group's first beat.
+        # LUT) when the next clock brings a group's first pass.
         acc_out = []
         for x in range(16):
             fb = Signal(signed(ACC_WIDTH), name=f"acc_fb{x}", reset_less=True)
@@ -418,14 +514,15 @@ class MMA4(wiring.Component):
             m.d.sync += fb.eq(Mux(vs[6] & ctls[6].first, 0, new))
             acc_out.append(new)
         acc0 = _reg(m, acc_out, "n0_acc")
-        f0, sp0, f16_0 = _reg(m, grp7, "n0_grp")
+        f0, sp0, fl0 = _reg(m, grp7, "n0_grp")
 
         # N1..N5 and the pack: one rounder per output, into the output FIFO.
         word = []
         for x in range(16):
             rp = m.submodules[f"round{x}"] = RoundPack()
-            m.d.comb += [rp.acc.eq(acc0[x]), rp.f.eq(f0[x]), rp.f16.eq(f16_0),
-                         rp.special.eq(sp0[x])]
+            m.d.comb += [rp.acc.eq(acc0[x]), rp.f.eq(f0[x]), rp.f16.eq(fl0.f16),
+                         rp.special.eq(sp0[x]), rp.cut13.eq(fl0.fp8 & ~fl0.f16),
+                         rp.int8.eq(fl0.int8), rp.sat.eq(fl0.sat)]
             word.append(rp.bits)
         self._push(m, out_wr, push, Cat(*word))
 

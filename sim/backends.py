@@ -11,8 +11,15 @@ BACKENDS = ("golden", "amaranth", "icarus", "verilator")
 RTL_BACKENDS = ("amaranth", "icarus", "verilator")
 
 
-#: The captured kernels (``golden.silicon.KERNELS``) the RTL computes: the FP16/BF16 paths.
-RTL_KERNELS = ("f16_f32", "bf16_f32", "f16_f16")
+#: The captured kernels (``golden.silicon.KERNELS``) the RTL computes: every tensor-core kernel
+#: (the MMA4 core); cuBLASLt's promoted FP8 accumulation (``e4m3_f32_p128``) is a library's
+#: loop around the tensor core, not a tensor-core operation.
+RTL_KERNELS = ("f16_f32", "bf16_f32", "f16_f16", "tf32_f32", "e4m3_f32", "e5m2_f32",
+               "e4m3_e5m2_f32", "e4m3_f16", "s8_s32", "s8_s32_sat", "u8_s8_s32")
+#: The kernels the warp design (``--through wmma`` and the GEMM tops) computes.
+WARP_KERNELS = ("f16_f32", "bf16_f32", "f16_f16")
+#: K step (one Hopper block) per input format on the RTL.
+RTL_K_STEP = {"fp16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
 
 
 class BackendError(RuntimeError):
@@ -23,9 +30,10 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
               waves=False, b_fmt=None, instr="mma", saturate=False, promote=None):
     """Compute D = A·B + C for a batch of 16x16 output tiles on ``backend``.
 
-    ``in_fmt`` .. ``promote`` are :func:`golden.mma.mma`'s; the RTL backends take FP16 and BF16
-    inputs (FP32 or FP16 out) only.  Returns ``(d, info)``; ``info`` has ``cycles`` and
-    ``waves`` (a path) for RTL backends.
+    ``in_fmt`` .. ``promote`` are :func:`golden.mma.mma`'s; the RTL backends take every
+    Hopper kernel through the core (FP8 as ``wgmma`` computes it, no ``promote``) and FP16 /
+    BF16 through the warp path.  Returns ``(d, info)``; ``info`` has ``cycles`` and ``waves``
+    (a path) for RTL backends.
     """
     from golden import get_arch
 
@@ -36,13 +44,20 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
                    saturate=saturate, promote=promote), {}
     if backend not in RTL_BACKENDS:
         raise BackendError(f"Backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
-    if in_fmt not in ("fp16", "bf16") or b_fmt not in (None, in_fmt) or promote:
-        raise BackendError(f"the RTL computes FP16 and BF16 inputs only, not {in_fmt}"
-                           f"{' x ' + b_fmt if b_fmt and b_fmt != in_fmt else ''}")
+    if promote:
+        raise BackendError("promote=128 is cuBLASLt's accumulation loop around the tensor core, "
+                           "not a tensor-core operation: the RTL has no such mode")
+    if in_fmt not in RTL_K_STEP:
+        raise BackendError(f"the RTL takes {', '.join(RTL_K_STEP)} inputs, not {in_fmt}")
+    if through == "wmma" and (in_fmt not in ("fp16", "bf16") or b_fmt not in (None, in_fmt)):
+        raise BackendError(f"--through wmma takes FP16 and BF16 inputs, not {in_fmt}; the other "
+                           "kinds run --through core")
     if arch.name != "hopper":
         raise BackendError(f"the RTL core implements the Hopper arithmetic only, not --arch {arch.name}")
-    if a.shape[2] % 16:
-        raise BackendError(f"the RTL runs K in steps of 16; K = {a.shape[2]} is not a multiple of 16")
+    step = RTL_K_STEP[in_fmt]
+    if a.shape[2] % step:
+        raise BackendError(f"the RTL runs {in_fmt} K in steps of {step}; K = {a.shape[2]} is not "
+                           f"a multiple of {step}")
     if through not in ("core", "wmma"):
         raise BackendError(f"--through {through} runs whole-GEMM files only; tiles go through "
                            "core or wmma")
@@ -52,6 +67,7 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
     from .core import run_through
     from .runner import SimError
     try:
-        return run_through(through, backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, waves=waves)
+        return run_through(through, backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt,
+                           b_fmt=b_fmt, saturate=saturate, waves=waves)
     except SimError as e:
         raise BackendError(str(e)) from None

@@ -35,33 +35,41 @@ PATHS = {
 }
 
 
-def run_through(through: str, sim: str, a, b, c, *, in_fmt: str, out_fmt: str, waves=False,
-                stall: float = 0.0, seed: int = 0, params=None, quiet=True):
+def run_through(through: str, sim: str, a, b, c, *, in_fmt: str, out_fmt: str, b_fmt=None,
+                saturate=False, waves=False, stall: float = 0.0, seed: int = 0, params=None,
+                quiet=True):
     """D for tiles a (T, 16, K), b (T, K, 16), c (T, 16, 16) on ``sim`` via path ``through``.
+
+    ``in_fmt``, ``b_fmt``, ``out_fmt`` and ``saturate`` are :func:`golden.mma.mma`'s; the warp
+    path takes FP16 and BF16 only.
 
     Returns D and a dict with ``cycles``, ``sim_s`` (seconds spent simulating, start-up
     excluded) and, with ``waves`` (True or the waveform's name), the waveform's path under
     ``build/waves/``.
     """
-    return run_many(through, sim, [(a, b, c, in_fmt, out_fmt)], waves=waves, stall=stall,
-                    seed=seed, params=params, quiet=quiet)[0]
+    return run_many(through, sim, [(a, b, c, in_fmt, out_fmt, b_fmt, saturate)], waves=waves,
+                    stall=stall, seed=seed, params=params, quiet=quiet)[0]
 
 
 def run_many(through: str, sim: str, batches, *, waves=False, stall: float = 0.0, seed: int = 0,
              params=None, quiet=True):
-    """:func:`run_through` for several batches ``(a, b, c, in_fmt, out_fmt)``, each of its own
-    K and formats, in ONE simulator run (one start-up, one build check).  Returns a list of
-    ``(d, info)``, one per batch."""
+    """:func:`run_through` for several batches ``(a, b, c, in_fmt, out_fmt[, b_fmt[,
+    saturate]])``, each of its own K and formats, in ONE simulator run (one start-up, one
+    build check).  Returns a list of ``(d, info)``, one per batch."""
     from rtl.designs import make
 
     design, module, default = PATHS[through]
     params = dict(default if params is None else params)
     if through == "wmma":       # the memory is sized from the job (a tile's A, B, C and D)
-        need = max(wmma_words(np.asarray(a).shape[-1]) for a, _, _, _, _ in batches)
+        need = max(wmma_words(np.asarray(bt[0]).shape[-1]) for bt in batches)
         params["mem_words"] = max(params["mem_words"], 1 << (need - 1).bit_length())
-    jobs = [Job(a, b, c, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
-            for a, b, c, in_fmt, out_fmt in batches]
-    dtypes = [np.asarray(c).dtype for _, _, c, _, _ in batches]
+    jobs = []
+    for bt in batches:
+        a, b, c, in_fmt, out_fmt, b_fmt, saturate = (tuple(bt) + (None, False))[:7]
+        if through == "wmma" and in_fmt not in ("fp16", "bf16"):
+            raise ValueError(f"the warp path takes FP16 and BF16 inputs, not {in_fmt}")
+        jobs.append(Job(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, saturate=saturate))
+    dtypes = [np.asarray(bt[2]).dtype for bt in batches]
     if sim == "amaranth":
         if through != "core":
             raise ValueError("Amaranth's simulator runs --through core only (the warp design is "

@@ -1,68 +1,109 @@
-"""Tiles <-> MMA4 beats: how a 16x16xK MMA is cut into the core's 4x4x4 beats, as plain data.
+"""Tiles <-> MMA4 beats: how a 16x16xK MMA is cut into the core's 4x4xKD beats, as plain data.
 
 Shared by the cocotb benches, the Amaranth-simulator tests and the command line.  The bit
 positions follow :class:`rtl.mma4.Beat`: ``a`` at bits 0..255, ``b`` 256..511, ``c`` 512..1023,
-then ``last``, ``bf16``, ``acc_f16``.
+then ``last`` and the :class:`rtl.formats.Mode` (kind, acc_f16, a_alt, b_alt, sat).  A beat
+carries KD k slices (:data:`rtl.mma4.KDEPTH`: 4 for FP16/BF16, 2 for TF32, 8 for FP8/INT8), and
+a fused group four beats: one Hopper block of the kind.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["BEAT_BITS", "block_beats", "pack_payloads", "unpack_outputs", "Job", "save_jobs", "load_jobs"]
+__all__ = ["BEAT_BITS", "Mode", "mode_of", "block_beats", "pack_payloads", "unpack_outputs", "Job",
+           "save_jobs", "load_jobs", "blocks_to_tiles"]
+
+#: Element dtype of A and B per input format.
+_ELEM = {"fp16": "<u2", "bf16": "<u2", "tf32": "<u4", "e4m3": "u1", "e5m2": "u1", "s8": "u1",
+         "u8": "u1"}
+_KIND = {"fp16": 0, "bf16": 1, "tf32": 2, "e4m3": 3, "e5m2": 3, "s8": 4, "u8": 4}
+_ALT = ("e5m2", "u8")
+
 
 def _beat_layout():
     """The bit positions of :class:`rtl.mma4.Beat`; :func:`pack_payloads` packs bytes in this
     order, so a change of the RTL's layout is an error here, not a wrong bit in a bench."""
     from amaranth.lib import data
 
-    from rtl.mma4 import Beat
+    from rtl.formats import Kind
+    from rtl.mma4 import Beat, KDEPTH
     fields = {name: (f.offset, f.width) for name, f in data.Layout.cast(Beat)}
-    expect = {"a": (0, 256), "b": (256, 256), "c": (512, 512), "last": (1024, 1),
-              "bf16": (1025, 1), "acc_f16": (1026, 1)}
-    if fields != expect:
-        raise RuntimeError(f"rtl.mma4.Beat is laid out as {fields}; tb.beats packs {expect}")
-    return data.Layout.cast(Beat).size
+    expect = {"a": (0, 256), "b": (256, 256), "c": (512, 512), "last": (1024, 1), "mode": (1025, 7)}
+    mode = {name: (f.offset, f.width) for name, f in data.Layout.cast(data.Layout.cast(Beat)["mode"].shape)}
+    expect_mode = {"kind": (0, 3), "acc_f16": (3, 1), "a_alt": (4, 1), "b_alt": (5, 1), "sat": (6, 1)}
+    kinds = {k.name.lower(): k.value for k in Kind}
+    if fields != expect or mode != expect_mode or kinds != {"fp16": 0, "bf16": 1, "tf32": 2, "fp8": 3, "int8": 4}:
+        raise RuntimeError(f"rtl.mma4.Beat is laid out as {fields} / {mode} / {kinds}; tb.beats "
+                           f"packs {expect} / {expect_mode}")
+    return data.Layout.cast(Beat).size, {k.value: d for k, d in KDEPTH.items()}
 
 
-BEAT_BITS = _beat_layout()
+BEAT_BITS, _KDEPTH = _beat_layout()
 BLOCKS = [(i, j) for i in range(4) for j in range(4)]     # 4x4 output blocks of a 16x16 tile
 
 
-def block_beats(a, b, c, k0: int, fused: bool = True):
-    """The beats of one 16-wide K step (k0 .. k0+15) for every 4x4 output block of every tile.
+class Mode:
+    """A group's formats as the core's :class:`rtl.formats.Mode` byte wants them."""
 
-    a (T, 16, K), b (T, K, 16), c (T, 16, 16) bit arrays.  Returns ``(a4, b4, c4, last)`` with
-    one row per beat, blocks in (tile, I, J) order and, within a block, the four k slices:
-    a4 (n, 16) uint16 = A[4I+i][k0+4s+k] at 4i+k; b4 (n, 16) = B[k0+4s+k][4J+j] at 4k+j;
-    c4 (n, 16) uint32 = C[4I+i][4J+j] at 4i+j; last (n,) bool.  ``fused=False`` makes each
-    slice its own group (K=4 mode).
+    def __init__(self, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False):
+        if in_fmt not in _KIND:
+            raise ValueError(f"the MMA4 core takes {', '.join(_KIND)} inputs, not {in_fmt!r}")
+        self.in_fmt, self.out_fmt = in_fmt, out_fmt
+        self.b_fmt = b_fmt or ("s8" if in_fmt == "u8" else in_fmt)
+        self.saturate = bool(saturate)
+        self.kind = _KIND[in_fmt]
+        self.kd = _KDEPTH[self.kind]
+
+    @property
+    def acc_f16(self) -> bool:
+        return self.out_fmt == "fp16"
+
+    def flags(self) -> int:
+        """``last`` excluded: the Mode bits, shifted to their place in the beat's top byte."""
+        return ((self.kind << 1) | (self.acc_f16 << 4) | ((self.in_fmt in _ALT) << 5)
+                | ((self.b_fmt in _ALT) << 6) | (self.saturate << 7))
+
+
+def mode_of(in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False) -> Mode:
+    return Mode(in_fmt, out_fmt, b_fmt, saturate)
+
+
+def block_beats(a, b, c, k0: int, fused: bool = True, kd: int = 4):
+    """The beats of one fused K step (k0 .. k0+4kd-1) for every 4x4 output block of every tile.
+
+    a (T, 16, K), b (T, K, 16), c (T, 16, 16) bit arrays; ``kd`` k slices per beat.  Returns
+    ``(a4, b4, c4, last)`` with one row per beat, blocks in (tile, I, J) order and, within a
+    block, the k slices: a4 (n, 4 kd) = A[4I+i][k0+kd s+k] at kd i+k; b4 (n, 4 kd) =
+    B[k0+kd s+k][4J+j] at 4k+j; c4 (n, 16) = C[4I+i][4J+j] at 4i+j; last (n,) bool.
+    ``fused=False`` makes each beat its own group (single-beat mode).
     """
     t = a.shape[0]
-    ks = min(16, a.shape[2] - k0)
-    if ks % 4:
-        raise ValueError(f"K step of {ks} is not a multiple of 4")
-    nsl = ks // 4
+    ks = min(4 * kd, a.shape[2] - k0)
+    if ks % kd:
+        raise ValueError(f"K step of {ks} is not a multiple of {kd}")
+    nsl = ks // kd
     # a: (T, I, i, s, k) -> (T, I, J, s, i, k)
-    av = a[:, :, k0:k0 + ks].reshape(t, 4, 4, nsl, 4)
-    av = np.broadcast_to(av.transpose(0, 1, 3, 2, 4)[:, :, None], (t, 4, 4, nsl, 4, 4))
-    bv = b[:, k0:k0 + ks, :].reshape(t, nsl, 4, 4, 4)          # (T, s, k, J, j)
-    bv = np.broadcast_to(bv.transpose(0, 3, 1, 2, 4)[:, None], (t, 4, 4, nsl, 4, 4))
+    av = a[:, :, k0:k0 + ks].reshape(t, 4, 4, nsl, kd)
+    av = np.broadcast_to(av.transpose(0, 1, 3, 2, 4)[:, :, None], (t, 4, 4, nsl, 4, kd))
+    bv = b[:, k0:k0 + ks, :].reshape(t, nsl, kd, 4, 4)          # (T, s, k, J, j)
+    bv = np.broadcast_to(bv.transpose(0, 3, 1, 2, 4)[:, None], (t, 4, 4, nsl, kd, 4))
     cv = c.reshape(t, 4, 4, 4, 4).transpose(0, 1, 3, 2, 4)     # (T, I, J, i, j)
     cv = np.broadcast_to(cv[:, :, :, None], (t, 4, 4, nsl, 4, 4))
     n = t * 16 * nsl
     last = np.ones((t, 4, 4, nsl), bool) if not fused else \
         np.broadcast_to(np.arange(nsl) == nsl - 1, (t, 4, 4, nsl))
-    return (av.reshape(n, 16).astype(np.uint16), bv.reshape(n, 16).astype(np.uint16),
+    return (av.reshape(n, 4 * kd).copy(), bv.reshape(n, 4 * kd).copy(),
             cv.reshape(n, 16).astype(np.uint32), last.reshape(n).copy())
 
 
-def pack_payloads(a4, b4, c4, last, bf16: bool, acc_f16: bool) -> list[int]:
+def pack_payloads(a4, b4, c4, last, mode: Mode) -> list[int]:
     """Beat rows to payload integers (LSB first, as the Verilog port ``i__payload``)."""
     n = len(last)
-    flags = (np.asarray(last, np.uint8) | (np.uint8(bf16) << 1) | (np.uint8(acc_f16) << 2))
-    raw = np.concatenate([np.ascontiguousarray(a4, '<u2').view(np.uint8).reshape(n, 32),
-                          np.ascontiguousarray(b4, '<u2').view(np.uint8).reshape(n, 32),
+    elem = _ELEM[mode.in_fmt]
+    flags = np.asarray(last, np.uint8) | np.uint8(mode.flags())
+    raw = np.concatenate([np.ascontiguousarray(a4, elem).view(np.uint8).reshape(n, 32),
+                          np.ascontiguousarray(b4, elem).view(np.uint8).reshape(n, 32),
                           np.ascontiguousarray(c4, '<u4').view(np.uint8).reshape(n, 64),
                           flags.reshape(n, 1)], axis=1)
     return [int.from_bytes(row.tobytes(), "little") for row in raw]
@@ -81,53 +122,68 @@ def blocks_to_tiles(d, t: int) -> np.ndarray:
 
 
 class Job:
-    """A batch of tiles to run through the core, K chained in 16-wide fused steps.
+    """A batch of tiles to run through the core, K chained in fused steps of one Hopper block
+    (16 FP16/BF16, 8 TF32, 32 FP8/INT8), or in single beats (``fused=False``).
 
-    ``a`` (T, 16, K), ``b`` (T, K, 16), ``c`` (T, 16, 16); K a multiple of 4 (a last step
-    shorter than 16 is fused over what is left, as the golden model does).
+    ``a`` (T, 16, K), ``b`` (T, K, 16), ``c`` (T, 16, 16); K a multiple of the kind's beat
+    depth (a last step shorter than the block is fused over what is left, as the golden model
+    does).
     """
 
-    def __init__(self, a, b, c, *, bf16: bool, acc_f16: bool, fused: bool = True):
+    def __init__(self, a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False,
+                 fused: bool = True):
         self.a, self.b, self.c = np.asarray(a), np.asarray(b), np.asarray(c)
-        self.bf16, self.acc_f16, self.fused = bool(bf16), bool(acc_f16), fused
-        k = self.a.shape[2]
-        if k % 4:
-            raise ValueError(f"K must be a multiple of 4 for the MMA4 core, not {k}")
-        self.steps = list(range(0, k, 16 if fused else 4))
+        self.mode = Mode(in_fmt, out_fmt, b_fmt, saturate)
+        self.fused = bool(fused)
+        k, kd = self.a.shape[2], self.mode.kd
+        if k % kd:
+            raise ValueError(f"K must be a multiple of {kd} for {in_fmt} on the MMA4 core, not {k}")
+        self.steps = list(range(0, k, 4 * kd if fused else kd))
+
+    @property
+    def acc_f16(self) -> bool:
+        return self.mode.acc_f16
 
     def step_payloads(self, step: int, c) -> list[int]:
-        k0 = self.steps[step]
+        k0, kd = self.steps[step], self.mode.kd
         if self.fused:
-            a4, b4, c4, last = block_beats(self.a, self.b, c, k0, True)
+            a4, b4, c4, last = block_beats(self.a, self.b, c, k0, True, kd)
         else:
-            a4, b4, c4, last = block_beats(self.a[:, :, k0:k0 + 4], self.b[:, k0:k0 + 4], c, 0, False)
-        return pack_payloads(a4, b4, c4, last, self.bf16, self.acc_f16)
+            a4, b4, c4, last = block_beats(self.a[:, :, k0:k0 + kd], self.b[:, k0:k0 + kd], c, 0,
+                                           False, kd)
+        return pack_payloads(a4, b4, c4, last, self.mode)
+
+    def arrays(self, i="") -> dict:
+        m = self.mode
+        return {f"a{i}": self.a, f"b{i}": self.b, f"c{i}": self.c, f"fused{i}": self.fused,
+                f"fmt{i}": np.array([m.in_fmt, m.out_fmt, m.b_fmt]), f"sat{i}": m.saturate}
+
+    @classmethod
+    def from_arrays(cls, z, i=""):
+        in_fmt, out_fmt, b_fmt = (str(x) for x in z[f"fmt{i}"])
+        return cls(z[f"a{i}"], z[f"b{i}"], z[f"c{i}"], in_fmt=in_fmt, out_fmt=out_fmt,
+                   b_fmt=b_fmt, saturate=bool(z[f"sat{i}"]), fused=bool(z[f"fused{i}"]))
 
     def save(self, path):
-        np.savez(path, a=self.a, b=self.b, c=self.c, bf16=self.bf16, acc_f16=self.acc_f16,
-                 fused=self.fused)
+        np.savez(path, **self.arrays())
 
     @classmethod
     def load(cls, path):
-        z = np.load(path)
-        return cls(z["a"], z["b"], z["c"], bf16=bool(z["bf16"]), acc_f16=bool(z["acc_f16"]),
-                   fused=bool(z["fused"]))
+        with np.load(path) as z:
+            return cls.from_arrays(z)
 
 
 def save_jobs(path, jobs):
     """Several batches (of any K and format each) in one file: one simulator run for all."""
     arrays = {"n_jobs": len(jobs)}
     for i, j in enumerate(jobs):
-        arrays.update({f"a{i}": j.a, f"b{i}": j.b, f"c{i}": j.c, f"bf16{i}": j.bf16,
-                       f"acc_f16{i}": j.acc_f16, f"fused{i}": j.fused})
+        arrays.update(j.arrays(i))
     np.savez(path, **arrays)
 
 
 def load_jobs(path) -> list[Job]:
     """The batches of :func:`save_jobs` (or the one of :meth:`Job.save`)."""
-    z = np.load(path)
-    if "n_jobs" not in z.files:
-        return [Job.load(path)]
-    return [Job(z[f"a{i}"], z[f"b{i}"], z[f"c{i}"], bf16=bool(z[f"bf16{i}"]),
-                acc_f16=bool(z[f"acc_f16{i}"]), fused=bool(z[f"fused{i}"]))
-            for i in range(int(z["n_jobs"]))]
+    with np.load(path) as z:
+        if "n_jobs" not in z.files:
+            return [Job.from_arrays(z)]
+        return [Job.from_arrays(z, i) for i in range(int(z["n_jobs"]))]

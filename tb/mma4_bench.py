@@ -4,10 +4,13 @@ Driver, monitor, model and checker are separate small classes.  Tests:
 
 * ``job``: runs the batch in the hand-over's ``job`` file (:class:`tb.beats.Job`) and writes
   D to its ``result`` file; used by ``tcore verify`` and the silicon tests, which compare it.
-* ``random_stalls``: random tiles in every mode with random valid/ready stalls on both sides.
-* ``throughput_latency``: with no stalls, a beat is accepted every clock and D leaves at the
-  mode's rate, exactly ``latency`` (K=4) or ``latency + 3`` (K=16) clocks after the last beat.
+* ``random_stalls``: random tiles in every kernel (FP16, BF16, TF32, FP8, INT8) and both
+  group modes with random valid/ready stalls on both sides.
+* ``throughput_latency``: with no stalls, a beat is accepted every clock (every two for the
+  8-bit kinds: 64 products per clock) and D leaves at the mode's rate, exactly ``latency`` plus
+  one clock per further pass of the group after its last beat.
 * ``reset_midstream``: a reset in the middle of a stream leaves no stale or X output.
+* ``groups_and_format_changes``: groups of 1 to 4 beats in random kernels, back to back.
 
 The hand-over (:mod:`tb.handover`) gives the design's documented latency (option
 ``latency``), the job test's stall probability (``stall``) and the random tests' ``seed``.
@@ -24,7 +27,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden import mma, mma4
-from tb.beats import Job, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
+from tb.beats import Mode, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
 from tb.handover import handover
 
 CLOCK_NS = 10
@@ -162,81 +165,131 @@ async def job(dut):
     np.savez(handover().result, **out)
 
 
-def random_tiles(rng, t, k, bf16, acc_f16):
-    """Random operands with a spread of exponents, zeros and a few specials."""
-    def ops(shape):
-        x = rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape))
-        x[rng.random(shape) < 0.05] = 0
-        if bf16:
-            import ml_dtypes
-            bits = x.astype(ml_dtypes.bfloat16).view(np.uint16)
-        else:
-            bits = x.astype(np.float16).view(np.uint16)
-        specials = np.array([0x7C00, 0xFC00, 0x7E00, 0x0001, 0x8000] if not bf16 else
-                            [0x7F80, 0xFF80, 0x7FC0, 0x0001, 0x8000], np.uint16)
-        pick = rng.random(shape) < 0.003
-        bits[pick] = rng.choice(specials, int(pick.sum()))
+#: The kernels the core computes: (A format, B format, accumulator, saturate).
+KERNELS = [("fp16", "fp16", "fp32", False), ("bf16", "bf16", "fp32", False),
+           ("fp16", "fp16", "fp16", False), ("tf32", "tf32", "fp32", False),
+           ("e4m3", "e4m3", "fp32", False), ("e5m2", "e5m2", "fp32", False),
+           ("e4m3", "e5m2", "fp32", False), ("e5m2", "e4m3", "fp32", False),
+           ("e4m3", "e4m3", "fp16", False), ("e5m2", "e5m2", "fp16", False),
+           ("s8", "s8", "s32", False), ("s8", "s8", "s32", True), ("u8", "s8", "s32", False),
+           ("u8", "s8", "s32", True)]
+#: Clocks one beat takes, by the rates the core is specified for (64 multipliers).
+BEAT_CLOCKS = {"fp16": 1, "bf16": 1, "tf32": 1, "e4m3": 2, "e5m2": 2, "s8": 2, "u8": 2}
+
+
+def _ops(rng, shape, fmt):
+    """Random A or B bits in ``fmt``: a spread of exponents, zeros and a few specials."""
+    import ml_dtypes
+    if fmt in ("s8", "u8"):
+        bits = rng.integers(0, 256, shape, dtype=np.uint8)
+        bits[rng.random(shape) < 0.1] = rng.choice(np.array([0, 0x7F, 0x80, 0xFF], np.uint8))
         return bits
-    a, b = ops((t, 16, k)), ops((t, k, 16))
+    x = rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape))
+    x[rng.random(shape) < 0.05] = 0
+    if fmt in ("e4m3", "e5m2"):
+        dt = ml_dtypes.float8_e4m3fn if fmt == "e4m3" else ml_dtypes.float8_e5m2
+        with np.errstate(over="ignore", invalid="ignore"):
+            bits = x.astype(dt).view(np.uint8)
+        wild = rng.random(shape) < 0.05            # any byte: NaN, Inf, subnormals
+        bits[wild] = rng.integers(0, 256, int(wild.sum()), dtype=np.uint8)
+        return bits
+    if fmt == "tf32":                               # FP32 patterns, low 13 bits random
+        bits = x.astype(np.float32).view(np.uint32) ^ rng.integers(0, 1 << 13, shape, dtype=np.uint32)
+        specials = np.array([0x7F800000, 0xFF800000, 0x7FC00000, 0x7F800001, 0x00000001,
+                             0x80000000, 0x007FFFFF], np.uint32)
+    elif fmt == "bf16":
+        bits = x.astype(ml_dtypes.bfloat16).view(np.uint16)
+        specials = np.array([0x7F80, 0xFF80, 0x7FC0, 0x0001, 0x8000], np.uint16)
+    else:
+        bits = x.astype(np.float16).view(np.uint16)
+        specials = np.array([0x7C00, 0xFC00, 0x7E00, 0x0001, 0x8000], np.uint16)
+    pick = rng.random(shape) < 0.003
+    bits[pick] = rng.choice(specials, int(pick.sum()))
+    return bits
+
+
+def random_tiles(rng, t, k, in_fmt="fp16", out_fmt="fp32", b_fmt=None):
+    """Random a (t, 16, k), b (t, k, 16) and c (t, 16, 16) bits of a kernel."""
+    a, b = _ops(rng, (t, 16, k), in_fmt), _ops(rng, (t, k, 16), b_fmt or in_fmt)
+    if out_fmt == "s32":
+        c = rng.integers(-(1 << 31), 1 << 31, (t, 16, 16), dtype=np.int64).astype(np.uint32)
+        edge = rng.random(c.shape) < 0.2           # near the limits: wrap vs saturation
+        c[edge] = np.array([0x7FFFFFF0, 0x80000010, 0x7FFFFFFF, 0x80000000], np.uint32)[
+            rng.integers(0, 4, int(edge.sum()))]
+        return a, b, c
     cx = rng.standard_normal((t, 16, 16))
-    c = cx.astype(np.float16).view(np.uint16) if acc_f16 else cx.astype(np.float32).view(np.uint32)
+    c = cx.astype(np.float16).view(np.uint16) if out_fmt == "fp16" else cx.astype(np.float32).view(np.uint32)
     return a, b, c
+
+
+def _golden_groups(a4, b4, c4, last, c_dtype, mode: Mode, fused):
+    """The golden twin on each group of the beat rows."""
+    groups = int(last.sum())
+    nsl, kd = len(last) // groups, mode.kd
+    ga = a4.reshape(groups, nsl, 4, kd).transpose(0, 2, 1, 3).reshape(groups, 4, kd * nsl)
+    gb = b4.reshape(groups, nsl, kd, 4).reshape(groups, kd * nsl, 4)
+    gc = c4[::nsl].reshape(groups, 4, 4).astype(c_dtype)
+    return mma4(ga, gb, gc, in_fmt=mode.in_fmt, b_fmt=mode.b_fmt, out_fmt=mode.out_fmt,
+                saturate=mode.saturate, fused=fused).reshape(groups, 16)
 
 
 @cocotb.test()
 async def random_stalls(dut):
-    """Random tiles in K=16 and K=4 mode, all kernels, random stalls on both sides."""
+    """Random tiles of every kernel in fused and single-beat mode, random stalls on both sides."""
     seed = _option("seed", 1)
     rng = np.random.default_rng(seed)
     h = Harness(dut, in_stall=0.3, out_stall=0.3, seed=seed)
     await h.start()
-    for bf16, acc_f16 in ((False, False), (True, False), (False, True)):
+    for in_fmt, b_fmt, out_fmt, sat in KERNELS:
+        mode = Mode(in_fmt, out_fmt, b_fmt, sat)
         for fused in (True, False):
-            a, b, c = random_tiles(rng, 2, 16 if fused else 4, bf16, acc_f16)
-            fmt = dict(in_fmt="bf16" if bf16 else "fp16", out_fmt="fp16" if acc_f16 else "fp32")
-            a4, b4, c4, last = block_beats(a, b, c, 0, fused)
-            h.drv.load(pack_payloads(a4, b4, c4, last, bf16, acc_f16))
+            a, b, c = random_tiles(rng, 2, mode.kd * (4 if fused else 1), in_fmt, out_fmt, b_fmt)
+            a4, b4, c4, last = block_beats(a, b, c, 0, fused, mode.kd)
+            h.drv.load(pack_payloads(a4, b4, c4, last, mode))
             before = len(h.mon.words)
-            await h.run_until(before + 32, limit=4000)
-            got = unpack_outputs(h.mon.words[before:], acc_f16)
-            # Model: the golden twin on each 4x4 block (K = 16 fused, or one K = 4 step).
-            groups = int(last.sum())
-            nsl = len(last) // groups
-            ga = a4.reshape(groups, nsl, 4, 4).transpose(0, 2, 1, 3).reshape(groups, 4, 4 * nsl)
-            gb = b4.reshape(groups, nsl, 4, 4).reshape(groups, 4 * nsl, 4)
-            gc = c4[::nsl].reshape(groups, 4, 4).astype(c.dtype)
-            want = mma4(ga, gb, gc, fused=fused, **fmt).reshape(groups, 16)
+            await h.run_until(before + 32, limit=8000)
+            got = unpack_outputs(h.mon.words[before:], mode.acc_f16)
+            want = _golden_groups(a4, b4, c4, last, c.dtype, mode, fused)
             bad = np.argwhere(got != want)
-            assert len(bad) == 0, (f"{fmt} fused={fused}: {len(bad)} mismatches, first at "
-                                   f"group/elem {bad[0]}: {got[tuple(bad[0])]:#x} != {want[tuple(bad[0])]:#x}")
+            assert len(bad) == 0, (f"{in_fmt} x {b_fmt} -> {out_fmt} sat={sat} fused={fused}: "
+                                   f"{len(bad)} mismatches, first at group/elem {bad[0]}: "
+                                   f"{got[tuple(bad[0])]:#x} != {want[tuple(bad[0])]:#x}")
     assert not h.mon.x_seen
 
 
 @cocotb.test()
 async def throughput_latency(dut):
-    """No stalls: one beat per clock in; D out at the mode's rate after the documented latency."""
+    """No stalls: a beat in every clock (8-bit kinds: every two); D out at the mode's rate,
+    ``latency`` plus one clock per further pass after the group's last beat."""
     latency = _option("latency", -1)
     rng = np.random.default_rng(2)
     h = Harness(dut)
     await h.start()
-    for fused, period, extra in ((False, 1, 0), (True, 4, 3)):
-        a, b, c = random_tiles(rng, 2, 16 if fused else 4, False, False)
-        a4, b4, c4, last = block_beats(a, b, c, 0, fused)
-        first_out = len(h.mon.words)
-        sent0 = h.drv.sent
-        h.drv.load(pack_payloads(a4, b4, c4, last, False, False))
-        await h.run_until(first_out + 32, limit=1000)
-        acc = h.drv.accept_cycles[sent0:]
-        assert np.all(np.diff(acc) == 1), f"fused={fused}: a beat was refused with no stall"
-        outs = h.mon.cycles[first_out:]
-        assert np.all(np.diff(outs) == period), f"fused={fused}: D not every {period} clock(s)"
-        last_beats = [cy for cy, l in zip(acc, last) if l]
-        lat = [o - l for o, l in zip(outs, last_beats)]
-        assert set(lat) == {latency + extra}, f"fused={fused}: latency {set(lat)} != {latency + extra}"
-        for _ in range(latency + 8):      # drain before the next mode
-            await h.step()
-    dut._log.info(f"latency {latency} (K=4), {latency + 3} after the last beat (K=16); "
-                  f"1 beat = 64 products per clock")
+    for in_fmt, out_fmt in (("fp16", "fp32"), ("tf32", "fp32"), ("e4m3", "fp32"), ("s8", "s32")):
+        mode, per_beat = Mode(in_fmt, out_fmt), BEAT_CLOCKS[in_fmt]
+        for fused, beats in ((False, 1), (True, 4)):
+            a, b, c = random_tiles(rng, 2, mode.kd * beats, in_fmt, out_fmt)
+            a4, b4, c4, last = block_beats(a, b, c, 0, fused, mode.kd)
+            first_out = len(h.mon.words)
+            sent0 = h.drv.sent
+            h.drv.load(pack_payloads(a4, b4, c4, last, mode))
+            await h.run_until(first_out + 32, limit=2000)
+            acc = h.drv.accept_cycles[sent0:]
+            what = f"{in_fmt} fused={fused}"
+            assert np.all(np.diff(acc) == per_beat), f"{what}: a beat not every {per_beat} clock(s)"
+            outs = h.mon.cycles[first_out:]
+            period = per_beat * beats
+            assert np.all(np.diff(outs) == period), f"{what}: D not every {period} clock(s)"
+            last_beats = [cy for cy, l in zip(acc, last) if l]
+            lat = [o - l for o, l in zip(outs, last_beats)]
+            want = latency + per_beat * beats - 1
+            assert set(lat) == {want}, f"{what}: latency {set(lat)} != {want}"
+            want_d = _golden_groups(a4, b4, c4, last, c.dtype, mode, fused)
+            assert np.array_equal(unpack_outputs(h.mon.words[first_out:], mode.acc_f16), want_d), what
+            for _ in range(latency + 8):      # drain before the next mode
+                await h.step()
+            dut._log.info(f"{what}: latency {want} after the last beat; "
+                          f"{4 * mode.kd * 16 // per_beat} products per clock")
 
 
 @cocotb.test()
@@ -245,9 +298,10 @@ async def reset_midstream(dut):
     rng = np.random.default_rng(3)
     h = Harness(dut)
     await h.start()
-    a, b, c = random_tiles(rng, 1, 16, False, False)
-    h.drv.load(pack_payloads(*block_beats(a, b, c, 0, True), False, False))
-    for _ in range(13):                  # mid-stream: some groups replaying, some buffered
+    mode = Mode()
+    a, b, c = random_tiles(rng, 1, 16)
+    h.drv.load(pack_payloads(*block_beats(a, b, c, 0, True), mode))
+    for _ in range(13):                  # mid-stream: some groups streaming, some buffered
         await h.step()
     dut.rst.value = 1
     await h.step()
@@ -260,8 +314,8 @@ async def reset_midstream(dut):
         await h.step()
         assert dut.o__valid.value.is_resolvable and dut.o__valid.value == 0, "output after reset"
     assert len(h.mon.words) == seen
-    a, b, c = random_tiles(rng, 1, 16, False, False)
-    h.drv.load(pack_payloads(*block_beats(a, b, c, 0, True), False, False))
+    a, b, c = random_tiles(rng, 1, 16)
+    h.drv.load(pack_payloads(*block_beats(a, b, c, 0, True), mode))
     await h.run_until(seen + 16, limit=500)
     got = blocks_to_tiles(unpack_outputs(h.mon.words[seen:], False), 1)
 
@@ -269,50 +323,55 @@ async def reset_midstream(dut):
     assert not h.mon.x_seen
 
 
-def _group_beats(a, b, c, *, bf16, acc_f16, flip_later=False):
-    """The beats of one group: a (4, 4n), b (4n, 4), c (4, 4) bits -> n payloads.  With
-    ``flip_later`` the beats after the first carry the other format flags, which the core
-    must ignore (a group takes bf16 and acc_f16 from its first beat)."""
-    nb = a.shape[1] // 4
+def _group_beats(a, b, c, mode: Mode, later: Mode | None = None):
+    """The beats of one group: a (4, kd n), b (kd n, 4), c (4, 4) bits -> n payloads.  With
+    ``later`` the beats after the first carry that other mode, which the core must ignore (a
+    group takes its mode from its first beat)."""
+    kd = mode.kd
+    nb = a.shape[1] // kd
     out = []
     for s in range(nb):
-        a4 = a[:, 4 * s:4 * s + 4].reshape(1, 16)
-        b4 = b[4 * s:4 * s + 4, :].reshape(1, 16)
+        a4 = a[:, kd * s:kd * s + kd].reshape(1, 4 * kd)
+        b4 = b[kd * s:kd * s + kd, :].reshape(1, 4 * kd)
         c4 = c.astype(np.uint32).reshape(1, 16)
-        fb, fa = (bf16, acc_f16) if s == 0 or not flip_later else (not bf16, not acc_f16)
-        out += pack_payloads(a4, b4, c4, np.array([s == nb - 1]), fb, fa)
+        payload = pack_payloads(a4, b4, c4, np.array([s == nb - 1]), mode)[0]
+        if s and later is not None:        # the same bits under the other mode's flags
+            payload ^= (mode.flags() ^ later.flags()) << 1024
+        out.append(payload)
     return out
 
 
 @cocotb.test()
 async def groups_and_format_changes(dut):
-    """Groups of 1, 2, 3 and 4 beats (K = 4, 8, 12, 16) in random order, each in a random
-    format (FP16 or BF16 in, FP32 or FP16 out), streamed back to back with random stalls on
-    both sides, so that format changes meet beats of other formats in flight.  Each group is
-    one block fused dot-add of its 4n products and C: ``golden.mma`` with K = 4n."""
+    """Groups of 1, 2, 3 and 4 beats in random order, each of a random kernel, streamed back
+    to back with random stalls on both sides, so that kind changes meet beats of other kinds
+    in flight.  Each group is one block of its n beats' products and C: ``golden.mma``."""
     seed = _option("seed", 4)
     rng = np.random.default_rng(seed)
     h = Harness(dut, in_stall=0.25, out_stall=0.25, seed=seed)
     await h.start()
-    kernels = [(False, False), (True, False), (False, True)]
     groups = []
     for g in range(_option("groups", 64)):
         nb = int(rng.integers(1, 5))
-        bf16, acc_f16 = kernels[int(rng.integers(3))]
-        a, b, c = random_tiles(rng, 1, 4 * nb, bf16, acc_f16)
+        in_fmt, b_fmt, out_fmt, sat = KERNELS[int(rng.integers(len(KERNELS)))]
+        mode = Mode(in_fmt, out_fmt, b_fmt, sat)
+        other = Mode(*(lambda k: (k[0], k[2], k[1], k[3]))(KERNELS[int(rng.integers(len(KERNELS)))]))
+        a, b, c = random_tiles(rng, 1, mode.kd * nb, in_fmt, out_fmt, b_fmt)
         a, b, c = a[0, :4], b[0, :, :4], c[0, :4, :4]
-        groups.append((a, b, c, bf16, acc_f16))
-        h.drv.load(_group_beats(a, b, c, bf16=bf16, acc_f16=acc_f16, flip_later=bool(g % 2)))
-    await h.run_until(len(groups), limit=50 * 4 * len(groups) + 1000)
+        groups.append((a, b, c, mode))
+        h.drv.load(_group_beats(a, b, c, mode, other if g % 2 else None))
+    await h.run_until(len(groups), limit=50 * 8 * len(groups) + 1000)
     assert not h.mon.x_seen, "X or Z on o.payload"
     sizes = {}
-    for g, ((a, b, c, bf16, acc_f16), word) in enumerate(zip(groups, h.mon.words)):
-        fmt = dict(in_fmt="bf16" if bf16 else "fp16", out_fmt="fp16" if acc_f16 else "fp32")
+    for g, ((a, b, c, mode), word) in enumerate(zip(groups, h.mon.words)):
+        fmt = dict(in_fmt=mode.in_fmt, b_fmt=mode.b_fmt, out_fmt=mode.out_fmt, saturate=mode.saturate,
+                   instr="wgmma" if mode.in_fmt in ("e4m3", "e5m2") else "mma")
         want = mma(a, b, c, **fmt).reshape(16)
-        got = unpack_outputs([word], acc_f16)[0]
+        got = unpack_outputs([word], mode.acc_f16)[0]
         bad = np.flatnonzero(got != want)
         assert bad.size == 0, (f"group {g} (K={a.shape[1]}, {fmt}): {bad.size} of 16 differ, "
                                f"first D[{bad[0] // 4}][{bad[0] % 4}] {got[bad[0]]:#x} != {want[bad[0]]:#x}")
-        sizes[a.shape[1]] = sizes.get(a.shape[1], 0) + 1
-    assert sorted(sizes) == [4, 8, 12, 16], sizes
-    dut._log.info(f"groups by K: {sizes}")
+        nbeats = a.shape[1] // mode.kd
+        sizes[nbeats] = sizes.get(nbeats, 0) + 1
+    assert sorted(sizes) == [1, 2, 3, 4], sizes
+    dut._log.info(f"groups by beats: {sizes}")

@@ -33,13 +33,14 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.datapath import RoundPack
-from rtl.mma4 import MAX_BEATS, MMA4
+from rtl.formats import Kind, Mode
+from rtl.mma4 import MAX_BEATS, MAX_PASSES, MMA4
 
 __all__ = ["MMA4Control", "StreamCheck", "DEPTH", "harness"]
 
 TAG = 1                                          # the mark
 COUNT = 6                                        # groups and words counted since reset
-DEPTH = MMA4.LATENCY + MAX_BEATS - 1 + 8         # fused latency + 8 beats
+DEPTH = MMA4.latency_of(Kind.FP8, MAX_BEATS) + 8  # the longest fused latency + 8 beats
 
 
 class _Beat(data.Struct):
@@ -48,8 +49,8 @@ class _Beat(data.Struct):
 
 class _Group(data.Struct):
     tag: TAG
-    f16: 1
-    n: 2
+    mode: Mode
+    n: range(MAX_PASSES)
 
 
 class MMA4Control(MMA4):
@@ -63,12 +64,12 @@ class MMA4Control(MMA4):
     def __init__(self, *, groups=None, outputs=None, glitch=False):
         self._glitch = glitch
         if groups is not None:
-            self.GROUPS, self.BEATS = groups, groups * MAX_BEATS
+            self.GROUPS, self.BEATS = groups, groups * MAX_PASSES
         if outputs is not None:
             self.OUTPUTS = outputs
         super().__init__()
 
-    def _beat_unpack(self, m, beat, first, bf16, f16):
+    def _beat_unpack(self, m, beat, first, mode, half):
         ent = Signal(_Beat)
         m.d.comb += ent.tag.eq(beat.a[0][:TAG])
         return ent, beat.a[0][:TAG]
@@ -78,7 +79,7 @@ class MMA4Control(MMA4):
             tag = self._delay(m, tag, f"x{s}_tag")
         return tag
 
-    def _group_reduce(self, m, ent, tag, valid, first):
+    def _group_reduce(self, m, ent, tag, valid, first, mode):
         m.d.comb += ent.tag.eq(tag)
 
     def _significands(self, m, v1, ctl1, grp, ent, out_wr):
@@ -111,7 +112,7 @@ class StreamCheck(wiring.Component):
     def __init__(self, *, groups=None, outputs=None, glitch=False):
         self.dut = MMA4Control(groups=groups, outputs=outputs, glitch=glitch)
         super().__init__({
-            "i_valid": In(1), "i_last": In(1), "i_bf16": In(1), "i_f16": In(1),
+            "i_valid": In(1), "i_last": In(1), "i_kind": In(3), "i_f16": In(1),
             "o_ready": In(1), "watch": In(COUNT),
         })
 
@@ -126,15 +127,15 @@ class StreamCheck(wiring.Component):
         ends = self.i_last | (widx == MAX_BEATS - 1)    # this beat ends a group if accepted
         mark = ends & (groups == self.watch)
         m.d.comb += [i.valid.eq(self.i_valid), i.payload.last.eq(self.i_last),
-                     i.payload.bf16.eq(self.i_bf16), i.payload.acc_f16.eq(self.i_f16),
+                     i.payload.mode.kind.eq(self.i_kind), i.payload.mode.acc_f16.eq(self.i_f16),
                      i.payload.a[0].eq(mark), o.ready.eq(self.o_ready)]
         held = Signal()                         # a beat was offered and not taken last clock
-        held_last, held_fmt = Signal(), Signal(2)
+        held_last, held_fmt = Signal(), Signal(4)
         m.d.sync += [held.eq(i.valid & ~i.ready), held_last.eq(self.i_last),
-                     held_fmt.eq(Cat(self.i_bf16, self.i_f16))]
+                     held_fmt.eq(Cat(self.i_kind, self.i_f16))]
         with m.If(held):
             m.d.comb += Assume(i.valid & (self.i_last == held_last) &
-                               (Cat(self.i_bf16, self.i_f16) == held_fmt))
+                               (Cat(self.i_kind, self.i_f16) == held_fmt))
         # watch is one fixed group number for the whole trace.
         watch_q, watch_set = Signal(COUNT, reset_less=True), Signal(reset_less=True)
         m.d.sync += [watch_q.eq(self.watch), watch_set.eq(1)]

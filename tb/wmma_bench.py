@@ -263,7 +263,7 @@ async def job(dut):
     out = {}
     for i, j in enumerate(load_jobs(handover().job)):
         t0, c0 = time.perf_counter(), w.cycle
-        out[f"d{i}"] = np.stack([await run_tile(w, j.a[t], j.b[t], j.c[t], bf16=j.bf16, acc_f16=j.acc_f16)
+        out[f"d{i}"] = np.stack([await run_tile(w, j.a[t], j.b[t], j.c[t], bf16=j.mode.in_fmt == "bf16", acc_f16=j.acc_f16)
                                  for t in range(j.a.shape[0])])
         out[f"cycles{i}"], out[f"sim_s{i}"] = w.cycle - c0, time.perf_counter() - t0
     np.savez(handover().result, **out)
