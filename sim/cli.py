@@ -31,7 +31,7 @@ def cmd_verify(args) -> int:
     import numpy as np
     from golden import get_arch
     from golden.silicon import KERNELS, VectorFileError, kernels_in, load, problem
-    from sim.backends import RTL_BACKENDS, RTL_KERNELS, BackendError, run_tiles
+    from sim.backends import RTL_BACKENDS, RTL_KERNELS, WARP_KERNELS, BackendError, run_tiles
     from sim.gemm import run_gemm
     from sim.runner import SimError
     from sim.soc import run_soc
@@ -49,6 +49,9 @@ def cmd_verify(args) -> int:
         if rtl and name not in RTL_KERNELS:
             return (f"kernel {name} runs on --backend golden only: the RTL has the "
                     f"{', '.join(RTL_KERNELS)} kernels")
+        if rtl and args.through in ("wmma", "gemm", "soc") and name not in WARP_KERNELS:
+            return (f"kernel {name} runs --through core only: the warp path has the "
+                    f"{', '.join(WARP_KERNELS)} kernels")
         return None
 
     if args.kernel != "all" and refuse(args.kernel):
@@ -145,13 +148,16 @@ def cmd_verify(args) -> int:
 
 def _check_rtl_shapes(prob, path, through):
     """Refuse, before any build, what the RTL cannot take: tiles other than 16x16 outputs, K not
-    a multiple of 16, a whole-GEMM path for a tile file."""
+    a multiple of the kind's block, a whole-GEMM path for a tile file."""
+    from sim.backends import RTL_K_STEP
     t, m, k = prob.a.shape
     n = prob.b.shape[-1]
     if prob.gemm is None and (m, n) != (16, 16):
         raise CliError(f"{path}: the RTL computes 16x16 output tiles; this file's tiles are {m}x{n}")
-    if k % 16:
-        raise CliError(f"{path}: the RTL runs K in steps of 16; K = {k} is not a multiple of 16")
+    step = RTL_K_STEP[prob.kernel.in_fmt]
+    if k % step:
+        raise CliError(f"{path}: the RTL runs {prob.kernel.in_fmt} K in steps of {step}; K = {k} "
+                       f"is not a multiple of {step}")
     if through in ("gemm", "soc") and prob.gemm is None:
         raise CliError(f"{path}: --through {through} runs whole-GEMM files (a is M x K); this is "
                        "a tile file")

@@ -12,7 +12,8 @@ One bit is enough (data independence: the core never looks at the payload), and 
 FIFOs' memories small for the solver.
 
 Properties, on every trace from reset up to :data:`DEPTH` clocks (the fused latency plus 8
-beats), with arbitrary valid / ready / last / format patterns and a reset at any clock:
+beats), with arbitrary valid / ready / last / kind / accumulator patterns (so the 8-bit kinds'
+two passes per beat are in it) and a reset at any clock:
 
 * every output is the next group in order, never lost, duplicated or invented: the n-th word
   after a reset carries the mark, both copies, when the n-th group is the watched one, and
@@ -40,7 +41,10 @@ __all__ = ["MMA4Control", "StreamCheck", "DEPTH", "harness"]
 
 TAG = 1                                          # the mark
 COUNT = 6                                        # groups and words counted since reset
-DEPTH = MMA4.latency_of(Kind.FP8, MAX_BEATS) + 8  # the longest fused latency + 8 beats
+# The 16-bit kinds' fused latency + 8 beats (31 clocks; an 8-bit group's two passes per beat
+# are inside it: its fused latency + 4 beats).  The FP8 fused latency + 8 beats, 35 clocks,
+# also passes, but takes ten minutes instead of fifteen seconds.
+DEPTH = MMA4.latency_of(Kind.FP16, MAX_BEATS) + 8
 
 
 class _Beat(data.Struct):

@@ -122,3 +122,37 @@ def test_silicon_through_the_ecp5_dsp_variant(sim, tiles):
     for p, (d, _) in zip(probs, results):
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{p.kernel.name} on {sim} (dsp=ecp5): {bad} of {d.size} outputs differ"
+
+
+LOWPREC = SILICON / "lowprec"
+#: Icarus runs this many tiles of each low-precision file and kernel (Verilator runs them all).
+ICARUS_LOWPREC_TILES = 1
+
+
+def _lowprec_problems(tiles):
+    from sim.backends import RTL_KERNELS
+    from golden.silicon import kernels_in
+    probs = []
+    for path in sorted(LOWPREC.glob("*.npz")):
+        data = load(path)
+        for kernel in kernels_in(data):
+            assert kernel in RTL_KERNELS, f"{path.name}: {kernel} has no RTL path"
+            probs.append((path.name, problem(data, kernel, tiles)))
+    return probs
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_lowprec_silicon_through_core(sim):
+    """Every low-precision capture (FP8 E4M3/E5M2/mixed with FP32 and FP16 out, TF32, INT8
+    wrapped and saturated, the chained wgmma files) through the core: all tiles on Verilator,
+    a few per file on Icarus, every output bit equal to the H200's."""
+    probs = _lowprec_problems(None if sim == "verilator" else ICARUS_LOWPREC_TILES)
+    kernels = {p.kernel.name for _, p in probs}
+    assert {"tf32_f32", "e4m3_f32", "e5m2_f32", "e4m3_e5m2_f32", "e4m3_f16", "s8_s32",
+            "s8_s32_sat", "u8_s8_s32", "f16_f32"} <= kernels
+    results = run_many("core", sim, [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
+                                      p.kernel.b_fmt, p.kernel.saturate) for _, p in probs])
+    assert len(results) == len(probs)
+    for (name, p), (d, _) in zip(probs, results):
+        bad = int((d != p.expected).sum())
+        assert bad == 0, f"{name} {p.kernel.name} on {sim}: {bad} of {d.size} outputs differ from the H200"
