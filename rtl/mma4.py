@@ -34,17 +34,23 @@ E_INT8 = GRID + EXP_BIAS
 class Beat(data.Struct):
     """One input beat of the MMA4 stream (1032 bits).
 
-    ``a`` holds A (4 x KD) and ``b`` B (KD x 4), row-major, in the elements of the group's
-    kind: KD = 4 16-bit elements (FP16, BF16), 2 32-bit ones (TF32: FP32 patterns, the 13 low
-    fraction bits ignored) or 8 bytes (FP8, INT8) - :data:`KDEPTH`.
+    ``a`` holds A (4 x KD) and ``b`` B (KD x 4) in the elements of the group's kind: KD = 4
+    16-bit elements (FP16, BF16), 2 32-bit ones (TF32: FP32 patterns, the 13 low fraction bits
+    ignored) or 8 bytes (FP8, INT8) - :data:`KDEPTH`.  Either way a row of A and a column of B
+    are 8 bytes: A by rows, B by columns in 16-bit units, as a tensor core's fragments hold
+    them (each lane's register holds consecutive k of one row of A or one column of B), so
+    the register file feeds every kind with the same reads.
 
     Members
     -------
     a : 16 x 16 bits
-        A[i][k] at element ``KD*i + k``: the 16-bit word ``4*i + k`` (FP16/BF16), the 32-bit
-        word ``2*i + k`` (TF32), the byte ``8*i + k`` (FP8, INT8).
+        Row i of A as the 8 bytes of the 16-bit words ``4*i .. 4*i + 3``: A[i][k] is word
+        ``4*i + k`` (FP16/BF16), 32-bit word ``2*i + k`` (TF32), byte ``8*i + k`` (FP8, INT8).
     b : 16 x 16 bits
-        B[k][j] at element ``4*k + j`` of the kind's size.
+        Column j of B as the 8 bytes of the 16-bit words ``j, 4 + j, 8 + j, 12 + j``: B[k][j]
+        is word ``4*k + j`` (FP16/BF16); the low and high halves of words ``8*k + j`` and
+        ``8*k + 4 + j`` (TF32); the low (k even) or high byte of word ``4*(k // 2) + j`` (FP8,
+        INT8).
     c : 16 x 32 bits
         C[i][j] at index ``4*i + j``: FP32, FP16 in the low half, or S32 (INT8).  Read on a
         group's first beat only.
@@ -311,14 +317,16 @@ class MMA4(wiring.Component):
             v8 = Mux(half, raw.word_select(b8 + 4, 8), raw.word_select(b8, 8))  # k + 4 on pass 2
             return Mux(tf32, v32, Mux(byte, v8, raw.word_select(w16, 16)))
 
+        def col_byte(j, c):                     # byte c of B's column j (see Beat)
+            return rb[16 * (4 * (c // 2) + j) + 8 * (c % 2):][:8]
+
         a_bits, b_bits = [], []
         for x in range(16):
             i, k = divmod(x, 4)
             a_bits.append(pick(ra, x, 2 * i + k if k < 2 else None, 8 * i + k))
             kb, j = divmod(x, 4)
-            # B's second pass: rows 4..7, 16 bytes on.
-            v8 = Mux(half, rb.word_select(16 + 4 * kb + j, 8), rb.word_select(4 * kb + j, 8))
-            v32 = rb.word_select(4 * kb + j, 32) if kb < 2 else C(0, 32)
+            v8 = Mux(half, col_byte(j, 4 + kb), col_byte(j, kb))      # rows 4..7 on pass 2
+            v32 = Cat(*(col_byte(j, 4 * kb + n) for n in range(4))) if kb < 2 else C(0, 32)
             b_bits.append(Mux(tf32, v32, Mux(byte, v8, rb.word_select(x, 16))))
         return a_bits, b_bits
 

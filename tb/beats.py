@@ -76,7 +76,8 @@ def block_beats(a, b, c, k0: int, fused: bool = True, kd: int = 4):
     ``(a4, b4, c4, last)`` with one row per beat, blocks in (tile, I, J) order and, within a
     block, the k slices: a4 (n, 4 kd) = A[4I+i][k0+kd s+k] at kd i+k; b4 (n, 4 kd) =
     B[k0+kd s+k][4J+j] at 4k+j; c4 (n, 16) = C[4I+i][4J+j] at 4i+j; last (n,) bool.
-    ``fused=False`` makes each beat its own group (single-beat mode).
+    ``fused=False`` makes each beat its own group (single-beat mode).  (The B rows are
+    row-major here; :func:`pack_payloads` puts them in the core's column order.)
     """
     t = a.shape[0]
     ks = min(4 * kd, a.shape[2] - k0)
@@ -97,13 +98,24 @@ def block_beats(a, b, c, k0: int, fused: bool = True, kd: int = 4):
             cv.reshape(n, 16).astype(np.uint32), last.reshape(n).copy())
 
 
+def b_columns(b4, elem: str) -> np.ndarray:
+    """Beat rows of B (n, KD x 4, row-major ``4k + j``) as the core takes them: column j's 8
+    bytes in the 16-bit words j, 4 + j, 8 + j, 12 + j (:class:`rtl.mma4.Beat`); (n, 32) bytes."""
+    n = len(b4)
+    size = np.dtype(elem).itemsize
+    kd = 8 // size
+    cols = np.ascontiguousarray(b4, elem).view(np.uint8).reshape(n, kd, 4, size)
+    cols = cols.transpose(0, 2, 1, 3).reshape(n, 4, 4, 2)      # (j, word k', byte)
+    return np.ascontiguousarray(cols.transpose(0, 2, 1, 3)).reshape(n, 32)
+
+
 def pack_payloads(a4, b4, c4, last, mode: Mode) -> list[int]:
     """Beat rows to payload integers (LSB first, as the Verilog port ``i__payload``)."""
     n = len(last)
     elem = _ELEM[mode.in_fmt]
     flags = np.asarray(last, np.uint8) | np.uint8(mode.flags())
     raw = np.concatenate([np.ascontiguousarray(a4, elem).view(np.uint8).reshape(n, 32),
-                          np.ascontiguousarray(b4, elem).view(np.uint8).reshape(n, 32),
+                          b_columns(b4, elem),
                           np.ascontiguousarray(c4, '<u4').view(np.uint8).reshape(n, 64),
                           flags.reshape(n, 1)], axis=1)
     return [int.from_bytes(row.tobytes(), "little") for row in raw]

@@ -31,24 +31,47 @@ def interesting16(rng, n):
     return np.concatenate([np.array(edge, np.uint16), rng.integers(0, 1 << 16, n, dtype=np.uint16)])
 
 
-@pytest.mark.parametrize("fmt", ["fp16", "bf16"])
+def _unpack_patterns(fmt, rng):
+    if fmt in ("fp16", "bf16"):
+        return interesting16(rng, 600)
+    if fmt == "tf32":        # FP32 patterns: the 13 low bits must not matter
+        edge = np.array([0, 0x80000000, 0x00002000, 0x00001FFF, 0x007FE000, 0x00800000,
+                         0x7F800000, 0x7F801FFF, 0x7F802000, 0xFF800000, 0x7FFFFFFF, 0x3F800000,
+                         0x7F7FFFFF], np.uint32)
+        return np.concatenate([edge, rng.integers(0, 1 << 32, 600, dtype=np.uint64).astype(np.uint32)])
+    return np.arange(256, dtype=np.uint8)      # every byte
+
+
+@pytest.mark.parametrize("fmt", ["fp16", "bf16", "tf32", "e4m3", "e5m2", "s8", "u8"])
 def test_unpack(fmt):
+    """Every input format onto the one Operand: value = (-1)**sign * sig * 2**(bexp - 137)
+    equal to the golden model's exact value, and the zero / Inf / NaN flags its classes."""
+    from rtl.formats import Kind
     dut = Unpack()
-    pats = interesting16(np.random.default_rng(1), 600)
-    sign, sig, nexp = GF.decode(pats, fmt)
-    cls = GF.classify(pats, fmt)
-    shift = 3 if fmt == "bf16" else 0       # BF16 significands are aligned to 10 fraction bits
+    pats = _unpack_patterns(fmt, np.random.default_rng(1))
+    kind = {"fp16": Kind.FP16, "bf16": Kind.BF16, "tf32": Kind.TF32, "e4m3": Kind.FP8,
+            "e5m2": Kind.FP8, "s8": Kind.INT8, "u8": Kind.INT8}[fmt]
+    if fmt in ("s8", "u8"):
+        value = (pats.view(np.int8) if fmt == "s8" else pats).astype(np.float64)
+        cls = np.where(value == 0, GF.ZERO, GF.NORMAL)
+    else:
+        value = GF.to_float(pats, fmt)
+        cls = GF.classify(pats, fmt)
 
     async def tb(ctx):
-        ctx.set(dut.bf16, fmt == "bf16")
+        ctx.set(dut.kind, kind)
+        ctx.set(dut.alt, fmt in ("e5m2", "u8"))
         for i, p in enumerate(pats):
             ctx.set(dut.bits, int(p))
             o = ctx.get(dut.o)
+            assert (o.zero, o.inf, o.nan) == (cls[i] == GF.ZERO, cls[i] == GF.INF,
+                                              cls[i] == GF.NAN), hex(p)
             if cls[i] in (GF.INF, GF.NAN):
-                assert (o.inf, o.nan) == (cls[i] == GF.INF, cls[i] == GF.NAN), hex(p)
+                assert np.signbit(value[i]) == o.sign or cls[i] == GF.NAN, hex(p)
                 continue
-            assert (o.sign, o.sig, o.exp) == (sign[i], sig[i] << shift, nexp[i]), hex(p)
-            assert o.zero == (cls[i] == GF.ZERO) and not o.inf and not o.nan
+            got = (-1.0) ** o.sign * o.sig * 2.0 ** (o.bexp - 137)
+            assert got == value[i] and (o.sig != 0 or o.zero), (hex(p), got, value[i])
+            assert o.sig < 2048
 
     comb_run(dut, tb)
 
