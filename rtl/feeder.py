@@ -12,7 +12,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .fragments import MmaReadSignature, MmaWriteSignature
-from .formats import Kind
+from .formats import Mode
 from .mma4 import Beat, DTile
 
 __all__ = ["BeatFeeder", "DrainD"]
@@ -28,7 +28,7 @@ class BeatFeeder(wiring.Component):
 
     Members
     -------
-    start, a, b, c, bf16, acc_f16, zero_c : In
+    start, a, b, c, mode, zero_c : In
     ready : Out(1)
     busy : Out(1), a beat is waiting for the core or still to be read
     accepted : Out(1), the core took a beat this clock; ``last``: it was the 64th
@@ -39,7 +39,7 @@ class BeatFeeder(wiring.Component):
     def __init__(self):
         super().__init__({
             "start": In(1), "a": In(3), "b": In(3), "c": In(3),
-            "bf16": In(1), "acc_f16": In(1), "zero_c": In(1),
+            "mode": In(Mode), "zero_c": In(1),
             "ready": Out(1), "busy": Out(1), "accepted": Out(1), "last": Out(1),
             "rd": Out(MmaReadSignature()),
             "beat": Out(stream.Signature(Beat)),
@@ -48,7 +48,7 @@ class BeatFeeder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         frags = [Signal(3, name=n) for n in ("fa", "fb", "fc")]
-        bf16, acc_f16, zero_c = Signal(), Signal(), Signal()
+        mode, zero_c = Signal(Mode), Signal()
         nxt = Signal(6)                 # the next beat to read: (i, j, s) = nxt[4:6], [2:4], [0:2]
         more = Signal()                 # beats left to read
         vld = Signal()                  # the read register holds a beat for the core
@@ -72,7 +72,7 @@ class BeatFeeder(wiring.Component):
         ]
         with m.If(go):
             m.d.sync += [frags[0].eq(self.a), frags[1].eq(self.b), frags[2].eq(self.c),
-                         bf16.eq(self.bf16), acc_f16.eq(self.acc_f16), zero_c.eq(self.zero_c),
+                         mode.eq(self.mode), zero_c.eq(self.zero_c),
                          nxt.eq(1), more.eq(1), vld.eq(1), cur_s.eq(0), cur_last.eq(0)]
         with m.Elif(step):
             m.d.sync += [nxt.eq(nxt + 1), more.eq(nxt != 63), vld.eq(1), cur_s.eq(nxt[0:2]),
@@ -84,8 +84,7 @@ class BeatFeeder(wiring.Component):
             beat.payload.a.eq(rd.beat_a), beat.payload.b.eq(rd.beat_b),
             beat.payload.c.eq(Mux(zero_c, 0, rd.beat_c.as_value())),
             beat.payload.last.eq(cur_s == 3),
-            beat.payload.mode.kind.eq(Mux(bf16, Kind.BF16, Kind.FP16)),
-            beat.payload.mode.acc_f16.eq(acc_f16),
+            beat.payload.mode.eq(mode),
         ]
         return m
 

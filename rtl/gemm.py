@@ -10,6 +10,7 @@ from amaranth.lib.wiring import In, Out
 from .feeder import BeatFeeder, DrainD
 from .fragments import (MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, LoadSignature, StoreSignature,
                         host_port)
+from .formats import Kind, Mode
 from .mma4 import MMA4
 
 __all__ = ["GemmConfig", "MatmulTWarp", "GemmTop", "ADDR_BITS", "TILE_BITS"]
@@ -22,18 +23,25 @@ class GemmConfig(data.Struct):
     """The GEMM to run, held stable from ``start`` to ``done``.
 
     Word addresses are of 128-bit memory words (16 bytes).  A is M x K row-major (leading
-    dimension K), B is K x N row-major (leading dimension N), D is M x N row-major, FP32 or
-    FP16 (``acc_f16``).  D = A·B, as matmulT computes it (``fill_fragment(c, 0)``).
+    dimension K); B is K x N row-major (leading dimension N), or with ``b_cols`` column-major
+    (B^T row-major, leading dimension K: the "TN" layout cuBLAS needs for FP8); D is M x N
+    row-major, FP32, FP16 (``acc_f16``) or S32.  D = A·B, as matmulT computes it
+    (``fill_fragment(c, 0)``).  A K step is one Hopper block of the kind: 16 FP16/BF16
+    elements, 8 TF32, 32 FP8/INT8 - 32 bytes of a row of A (or of a column of B) in every kind.
     """
 
     tiles_m: TILE_BITS        # M / 16
     tiles_n: TILE_BITS        # N / 16
-    steps: TILE_BITS          # K / 16
+    steps: TILE_BITS          # K / (the kind's K step)
     a_base: ADDR_BITS
     b_base: ADDR_BITS
     d_base: ADDR_BITS
-    bf16: 1
+    kind: Kind
     acc_f16: 1
+    a_alt: 1                  # FP8: A is E5M2; INT8: A is U8
+    b_alt: 1                  # FP8: B is E5M2; INT8: B is U8
+    sat: 1                    # INT8: each K step's result clamped to S32
+    b_cols: 1                 # B is given column-major (N x K)
 
 
 class TileGrant(data.Struct):
@@ -87,13 +95,16 @@ class TileLoader(wiring.Component):
         m.d.comb += self.tile_req.eq(self.run & ~have & ~self.tile_none)
         with m.If(self.tile_req & self.tile_ack):
             m.d.sync += [have.eq(1), lti.eq(self.tile.ti), ltj.eq(self.tile.tj), lstep.eq(0)]
-        a_stride = cfg.steps.shift_left(1)        # words per row of A: K / 8
-        b_stride = cfg.tiles_n.shift_left(1)      # words per row of B: N / 8
+        a_stride = cfg.steps.shift_left(1)        # words per row of A (32 bytes per step)
+        # Words per line of B: a row (N / 8), or a column of K like a row of A.
+        b_stride = Mux(cfg.b_cols, a_stride, cfg.tiles_n.shift_left(1))
         with m.If(have & ~loading & ~pend & ~self.pair_full.bit_select(lp, 1)):
             # A tile rows 16*ti.., columns 16*step..; B tile rows 16*step.., columns 16*tj..
             m.d.sync += [loading.eq(1), line.eq(0), word.eq(0),
                          a_row.eq(cfg.a_base + (lti.shift_left(4) * a_stride)[:ADDR_BITS] + lstep.shift_left(1)),
-                         b_row.eq(cfg.b_base + (lstep.shift_left(4) * b_stride)[:ADDR_BITS] + ltj.shift_left(1))]
+                         b_row.eq(Mux(cfg.b_cols,
+                                      cfg.b_base + (ltj.shift_left(4) * b_stride)[:ADDR_BITS] + lstep.shift_left(1),
+                                      cfg.b_base + (lstep.shift_left(4) * b_stride)[:ADDR_BITS] + ltj.shift_left(1)))]
         last_word = (line == 15) & (word == 1)
         m.d.comb += [self.a_addr.eq(a_row + word), self.b_addr.eq(b_row + word)]
         m.d.sync += pend.eq(0)
@@ -106,7 +117,8 @@ class TileLoader(wiring.Component):
                 m.d.sync += loading.eq(0)
         for port, kind, dat in ((self.load[0], MATRIX_A, self.a_data),
                                 (self.load[1], MATRIX_B, self.b_data)):
-            m.d.comb += [port.en.eq(pend), port.kind.eq(kind), port.col.eq(0), port.f16.eq(0),
+            m.d.comb += [port.en.eq(pend), port.kind.eq(kind),
+                         port.col.eq(cfg.b_cols if kind == MATRIX_B else 0), port.f16.eq(0),
                          port.frag.eq(lp), port.line.eq(pend_line), port.word.eq(pend_word),
                          port.data.eq(dat)]
         last_step = lstep == cfg.steps - 1
@@ -203,8 +215,9 @@ class MatmulTWarp(wiring.Component):
             "beats": Out(1),                    # one clock per beat accepted by the core
             "idle": Out(1),
         })
+        # Column-major loads: B in the TN layout (b_cols).
         self.bank = FragmentBank(a_frags=2, b_frags=2, acc_frags=2, load_ports=2,
-                                 col_major=False)
+                                 col_major=True)
         self.core = MMA4()
 
     def elaborate(self, platform):
@@ -260,7 +273,9 @@ class MatmulTWarp(wiring.Component):
         feeding_pair = Signal()                  # the pair the feeder reads
         go = feeder.ready & pair_full.bit_select(fp, 1) & acc_free & wbq.w_rdy
         m.d.comb += [feeder.start.eq(go), feeder.a.eq(fp), feeder.b.eq(fp), feeder.c.eq(next_acc),
-                     feeder.bf16.eq(cfg.bf16), feeder.acc_f16.eq(cfg.acc_f16),
+                     feeder.mode.kind.eq(cfg.kind), feeder.mode.acc_f16.eq(cfg.acc_f16),
+                     feeder.mode.a_alt.eq(cfg.a_alt), feeder.mode.b_alt.eq(cfg.b_alt),
+                     feeder.mode.sat.eq(cfg.sat),
                      feeder.zero_c.eq(info.first)]
         # The step's outputs leave the core a few clocks after its first beat, so the
         # write-back learns its destination when the step starts.

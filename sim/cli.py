@@ -271,6 +271,11 @@ def _refuse_golden_options(args, names):
                 raise CliError(f"{flag} has no meaning on --backend golden (it is for the RTL backends)")
 
 
+#: ``tcore gemm --format`` choices of the Hopper low-precision paths: (A, B) formats.
+LOWPREC_FORMATS = {"tf32": ("tf32", "tf32"), "e4m3": ("e4m3", "e4m3"), "e5m2": ("e5m2", "e5m2"),
+                   "e4m3_e5m2": ("e4m3", "e5m2"), "s8": ("s8", "s8"), "u8": ("u8", "s8")}
+
+
 def cmd_gemm(args) -> int:
     import time
     import numpy as np
@@ -285,6 +290,11 @@ def cmd_gemm(args) -> int:
     if args.seed < 0:
         raise CliError(f"--seed must be a non-negative integer, not {args.seed}")
     _refuse_golden_options(args, (("--waves", args.waves), ("--cores", args.cores != 1)))
+    if args.format in LOWPREC_FORMATS:
+        return _gemm_lowprec(args, t0)
+    if args.acc in ("s32", "s32sat"):
+        raise CliError(f"--acc {args.acc} is for INT8 inputs (--format s8 or u8)")
+    args.acc = args.acc or "f32"
     if args.format in ("nvfp4", "mxfp4"):
         if args.a or args.b or args.c:
             raise CliError(f"--format {args.format} quantises random float32 operands; --a/--b/--c "
@@ -337,6 +347,87 @@ def cmd_gemm(args) -> int:
         print(f"  FMA per clock   {r['fma_per_cycle']:.1f} of {peak} peak  (utilisation {r['utilization']:.3f})")
     return _gemm_report(r, d, out_fmt, info, args,
                         f"  max |D - fp64|  {err:.3g}  (float64 result of the same inputs)")
+
+
+def _gemm_lowprec(args, t0) -> int:
+    """``tcore gemm --format tf32|e4m3|e5m2|e4m3_e5m2|s8|u8``: random operands, matmulT on the
+    GEMM top (B in the TN layout), checked bit for bit against the golden model; the error is
+    measured against the float64 (INT8: the exact integer) product."""
+    import numpy as np
+    from golden.formats import to_float
+    from sim.gemm import run_gemm
+    from sim.runner import SimError
+
+    fmt = args.format
+    in_fmt, b_fmt = LOWPREC_FORMATS[fmt]
+    integer = in_fmt in ("s8", "u8")
+    acc = args.acc or ("s32" if integer else "f32")
+    allowed = ("s32", "s32sat") if integer else ("f32",) if fmt == "tf32" else ("f32", "f16")
+    if acc not in allowed:
+        raise CliError(f"--format {fmt} takes --acc {' or '.join(allowed)}, not {acc}")
+    if args.a or args.b or args.c:
+        raise CliError(f"--format {fmt} runs random operands; --a/--b/--c take FP16 or BF16 matrices")
+    if None in (args.m, args.n, args.k):
+        raise CliError("--m, --n and --k are required")
+    if args.arch != "hopper":
+        raise CliError(f"--format {fmt} is modelled for --arch hopper only")
+    if args.backend == "amaranth":
+        raise CliError(f"--format {fmt} runs on --backend verilator, icarus or golden")
+    out_fmt = {"f32": "fp32", "f16": "fp16", "s32": "s32", "s32sat": "s32"}[acc]
+    a, b = lowprec_operands(args.m, args.n, args.k, in_fmt, b_fmt, args.seed)
+    try:
+        d, info = run_gemm(args.backend, a, b, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt,
+                           saturate=acc == "s32sat", cores=args.cores, progress=not args.json,
+                           waves=args.waves and _wave_label(args, fmt))
+    except (SimError, ValueError) as e:
+        raise CliError(str(e)) from None
+    from golden import mma
+    zero = np.zeros((args.m, args.n), np.uint16 if out_fmt == "fp16" else np.uint32)
+    want = mma(a, b, zero, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt, saturate=acc == "s32sat",
+               instr="wgmma" if in_fmt in ("e4m3", "e5m2") else "mma")
+    mismatches = int((d != want).sum())
+    if integer:
+        ia = (a if in_fmt == "u8" else a.view(np.int8)).astype(np.int64)
+        exact = ia @ b.view(np.int8).astype(np.int64)
+        err = float(np.abs(d.view(np.int32).astype(np.int64) - exact).max())
+        what = "the exact integer product (wrap or saturation shows here)"
+    else:
+        exact = to_float(a, in_fmt) @ to_float(b, b_fmt)
+        with np.errstate(invalid="ignore"):
+            diff = np.abs(to_float(d, out_fmt) - exact)
+        err = float(np.nanmax(diff)) if not np.isnan(diff).all() else float("nan")
+        what = "float64 result of the same inputs"
+    # Products per clock of the mode on one core (rtl.mma4: 64 FP16/BF16/FP8/INT8, 32 TF32).
+    per_core = 32 if in_fmt == "tf32" else 64
+    r = _gemm_result(args, fmt, acc, info, mismatches, t0, max_abs_err_vs_fp64=err,
+                     inputs="random", peak=per_core * args.cores)
+    cycles, peak = r["cycles"], r["peak_fma_per_cycle"]
+    print(f"GEMM {args.m}x{args.n}x{args.k} {fmt} -> {acc} on {args.backend}"
+          f"{f' ({args.cores} core' + ('s' if args.cores > 1 else '') + ')' if cycles else ''}")
+    if cycles:
+        print(f"  cycles          {cycles}  ({r['sim_cycles_per_s']:.0f} simulated cycles/s)")
+        print(f"  FMA per clock   {r['fma_per_cycle']:.1f} of {peak} peak  (utilisation {r['utilization']:.3f})")
+    return _gemm_report(r, d, out_fmt, info, args, f"  max |D - exact| {err:.3g}  ({what})")
+
+
+def lowprec_operands(m, n, k, in_fmt, b_fmt, seed):
+    """Random A (M, K) and B (K, N) bits: standard normal values rounded to FP8 or kept as
+    FP32 patterns (TF32), or uniform integers (S8, U8)."""
+    import ml_dtypes
+    import numpy as np
+    rng = np.random.default_rng(seed)
+
+    def one(shape, fmt):
+        if fmt == "s8":
+            return rng.integers(-128, 128, shape).astype(np.int8).view(np.uint8)
+        if fmt == "u8":
+            return rng.integers(0, 256, shape).astype(np.uint8)
+        x = rng.standard_normal(shape)
+        if fmt == "tf32":
+            return x.astype(np.float32).view(np.uint32)
+        dt = ml_dtypes.float8_e4m3fn if fmt == "e4m3" else ml_dtypes.float8_e5m2
+        return x.astype(dt).view(np.uint8)
+    return one((m, k), in_fmt), one((k, n), b_fmt)
 
 
 def _check_output(path: str | None):
@@ -422,12 +513,14 @@ def _wave_label(args, fmt: str) -> str:
     return f"gemm-{what}-{fmt}-{args.acc}-cores{args.cores}-{args.backend}"
 
 
-def _gemm_result(args, fmt: str, acc: str, info: dict, mismatches: int, t0: float, **extra) -> dict:
-    """The ``tcore gemm --json`` object: the run's figures and ``extra`` keys."""
+def _gemm_result(args, fmt: str, acc: str, info: dict, mismatches: int, t0: float, peak=None,
+                 **extra) -> dict:
+    """The ``tcore gemm --json`` object: the run's figures and ``extra`` keys; ``peak`` the
+    products per clock of the cores (default 64 per core, the FP16 rate)."""
     import time
     cycles = info["cycles"]
     fma = args.m * args.n * args.k
-    peak = 64 * args.cores
+    peak = peak or 64 * args.cores
     r = {"m": args.m, "n": args.n, "k": args.k, "format": fmt, "acc": acc, "cores": args.cores,
          "backend": args.backend, "cycles": cycles,
          "fma_per_cycle": fma / cycles if cycles else None, "peak_fma_per_cycle": peak,
@@ -450,7 +543,8 @@ def _gemm_report(r: dict, d, out_fmt: str, info: dict, args, error_line: str) ->
     if info.get("waves"):
         print(f"  waveform        {info['waves']} ({_wave_note(info['waves'])})")
     if args.o:
-        np.savez(args.o, d=d.view(np.float32 if out_fmt == "fp32" else np.float16), d_bits=d)
+        view = {"fp32": np.float32, "fp16": np.float16, "s32": np.int32}[out_fmt]
+        np.savez(args.o, d=d.view(view), d_bits=d)
         r["output"] = args.o
         print(f"  wrote           {args.o}  (d: the values, d_bits: the bit patterns)")
     as_json = args.json
@@ -701,10 +795,14 @@ def build_parser() -> argparse.ArgumentParser:
     gm.add_argument("--c", default=None, metavar="C.npy",
                     help="C (M x N; float32, float16 with --acc f16): D = A*B + C (golden backend)")
     gm.add_argument("-o", default=None, metavar="D.npz", help="write D: keys d (values), d_bits")
-    gm.add_argument("--format", default=None, choices=["fp16", "bf16", "nvfp4", "mxfp4"],
-                    help="operands: FP16/BF16 (default fp16; with --a, the array's dtype), or random "
-                         "float32 quantised to NVFP4/MXFP4 and decoded by the FP4 front end")
-    gm.add_argument("--acc", default="f32", choices=["f32", "f16"])
+    gm.add_argument("--format", default=None, choices=["fp16", "bf16", *LOWPREC_FORMATS, "nvfp4", "mxfp4"],
+                    help="operands: FP16/BF16 (default fp16; with --a, the array's dtype); random "
+                         "TF32, FP8 (e4m3, e5m2, e4m3_e5m2: A E4M3, B E5M2) or INT8 (s8; u8: A "
+                         "unsigned, B signed) operands; or random float32 quantised to NVFP4/MXFP4 "
+                         "and decoded by the FP4 front end")
+    gm.add_argument("--acc", default=None, choices=["f32", "f16", "s32", "s32sat"],
+                    help="accumulator: f32 (default), f16 (FP16 and FP8 inputs); s32 (INT8, "
+                         "wrapped; the default there) or s32sat (saturated per 32-wide K step)")
     gm.add_argument("--cores", type=int, default=1, help="4x4x4 cores (warps), 1..8")
     gm.add_argument("--backend", default="verilator", choices=["golden", "amaranth", "icarus", "verilator"])
     gm.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])

@@ -44,26 +44,58 @@ def gemm_params(cores: int, mem_words: int = MIN_WORDS) -> dict:
     return {"cores": cores, "mem_words": mem_words}
 
 
-def words_needed(m, n, k, out_fmt) -> int:
-    return (m * k * 2 + k * n * 2 + m * n * (2 if out_fmt == "fp16" else 4)) // 16
+def words_needed(m, n, k, out_fmt, esize=2) -> int:
+    return (m * k * esize + k * n * esize + m * n * (2 if out_fmt == "fp16" else 4)) // 16
 
 
-def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, waves=False,
-             progress=True):
+def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False,
+             cores=1, waves=False, progress=True):
     """D = A·B as matmulT on ``backend`` ("golden", "amaranth", "icarus", "verilator").
 
+    A (M, K) and B (K, N) bit arrays of ``in_fmt`` / ``b_fmt``; TF32, FP8 and INT8 go to the
+    GEMM top with B column-major (the TN layout), K in steps of 8 (TF32) or 32.
     ``waves``: False, True or the waveform's name (a run label; True names it after the sizes):
     the file is moved to ``build/waves/`` and never overwrites an earlier one.
     """
+    from tb.images import GEMM_FORMATS, gemm_fields
     m, k = a.shape
     n = b.shape[1]
-    check_gemm(m, n, k, in_fmt, out_fmt)
+    if in_fmt not in GEMM_FORMATS:
+        raise ValueError(f"the GEMM top takes {', '.join(GEMM_FORMATS)} inputs, not {in_fmt!r}")
+    _, esize, kstep, b_cols = GEMM_FORMATS[in_fmt]
+    if in_fmt in ("fp16", "bf16"):
+        check_gemm(m, n, k, in_fmt, out_fmt)
+    elif min(m, n) < 16 or m % 16 or n % 16 or k < kstep or k % kstep:
+        raise ValueError(f"{in_fmt}: M and N must be multiples of 16 and K of {kstep}, not "
+                         f"{m}x{n}x{k}")
     if not 1 <= cores <= 8:
         raise ValueError(f"--cores must be 1 to 8, not {cores}")
+    instr = "wgmma" if in_fmt in ("e4m3", "e5m2") else "mma"
     if backend == "golden":
+        from golden import mma
         t = time.perf_counter()
-        d = matmul_t(a, b, in_fmt=in_fmt, out_fmt=out_fmt)
-        return d, {"cycles": None, "beats": m * n * k // 64, "sim_s": time.perf_counter() - t}
+        zero = np.zeros((m, n), np.uint16 if out_fmt == "fp16" else np.uint32)
+        d = mma(a, b, zero, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt, saturate=saturate,
+                instr=instr)
+        kd = 64 // (esize * 8)                  # k slices per beat: a beat is 4 x 4 x kd FMA
+        return d, {"cycles": None, "beats": m * n * k // (16 * kd), "sim_s": time.perf_counter() - t}
+    if in_fmt not in ("fp16", "bf16"):
+        if backend not in ("icarus", "verilator"):
+            raise ValueError(f"{in_fmt} GEMMs run on --backend verilator or icarus")
+        _check_tiles(m, n, k)
+        params = gemm_params(cores, mem_words_for(words_needed(m, n, k, out_fmt, esize)))
+        bt = np.ascontiguousarray(b.T) if b_cols else b
+        img = np.concatenate([np.ascontiguousarray(a).view(np.uint8).reshape(-1),
+                              bt.view(np.uint8).reshape(-1)])
+        job = dict(a=a, b=bt, kstep=kstep, **gemm_fields(in_fmt, b_fmt, out_fmt, saturate))
+        r = _run_design(backend, "gemm", "tb.gemm_bench", params, img, job, (m // 16) * (n // 16),
+                        waves=waves, progress=progress)
+        info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "sim_s": float(r["sim_s"])}
+        if waves:
+            label = waves if isinstance(waves, str) else f"gemm-{m}x{n}x{k}-{in_fmt}-{backend}"
+            info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "gemm", params, True),
+                                                 "gemm"), label)
+        return r["d"], info
     _check_tiles(m, n, k)
     try:
         params = gemm_params(cores, mem_words_for(words_needed(m, n, k, out_fmt)))
@@ -75,7 +107,7 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", cores=1, wave
         raise ValueError(f"Backend must be golden, amaranth, icarus or verilator, not {backend!r}")
     # The operands go in as the memory's initial contents (A, then B: tb.images.gemm_layout).
     img = np.concatenate([a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1)])
-    job = dict(a=a, b=b, bf16=in_fmt == "bf16", acc_f16=out_fmt == "fp16")
+    job = dict(a=a, b=b, kstep=16, **gemm_fields(in_fmt, None, out_fmt))
     r = _run_design(backend, "gemm", "tb.gemm_bench", params, img, job, (m // 16) * (n // 16),
                     waves=waves, progress=progress)
     d = r["d"]
@@ -217,7 +249,7 @@ def _run_amaranth(a, b, in_fmt, out_fmt, params):
             await ctx.tick()
         ctx.set(dut.host_we, 0)
         ctx.set(dut.cfg, dict(tiles_m=m // 16, tiles_n=n // 16, steps=k // 16, a_base=a_base,
-                              b_base=b_base, d_base=d_base, bf16=in_fmt == "bf16", acc_f16=acc_f16))
+                              b_base=b_base, d_base=d_base, kind=int(in_fmt == "bf16"), acc_f16=acc_f16))
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)

@@ -36,9 +36,11 @@ async def job(dut):
     await r.start()
     h = handover()
     with np.load(h.job) as z:
-        a, b, bf16, acc_f16 = z["a"], z["b"], bool(z["bf16"]), bool(z["acc_f16"])
+        a, b = z["a"], z["b"]
+        fields = {f: int(z[f]) for f in ("kind", "acc_f16", "a_alt", "b_alt", "sat", "b_cols")}
+        kstep = int(z["kstep"])
     t0 = time.perf_counter()
-    d, cycles, beats = await r.run(a, b, bf16=bf16, acc_f16=acc_f16, preloaded=True,
+    d, cycles, beats = await r.run(a, b, fields=fields, kstep=kstep, preloaded=True,
                                    progress=h.progress)
     np.savez(h.result, d=d, cycles=cycles, beats=beats,
              sim_s=time.perf_counter() - t0)

@@ -38,41 +38,49 @@ class GemmRunner:
     async def preload(self, a, b, acc_f16):
         """Put A and B into the memory at once through the load hook (``tb.memh``); the
         design must be idle."""
-        m, k = a.shape
-        a_base, b_base, _, _ = layout(m, b.shape[1], k, acc_f16)
-        assert b_base == a_base + a.size * 2 // 16
+        a_base, b_base = 0, a.nbytes // 16
         await memh.load(self.dut, a_base, np.concatenate([
             np.ascontiguousarray(a).view(np.uint8).reshape(-1),
             np.ascontiguousarray(b).view(np.uint8).reshape(-1)]))
         await RisingEdge(self.dut.clk)
 
-    async def launch(self, a, b, *, bf16, acc_f16):
-        """Set cfg for A (M x K) and B (K x N) at the standard layout and pulse start."""
-        d = self.dut
+    @staticmethod
+    def shape(a, b, fields):
+        """(M, N, K) of A and B as the memory holds them (B is N x K with ``b_cols``)."""
         m, k = a.shape
-        n = b.shape[1]
-        a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
-        d.cfg.value = cfg_word(tiles_m=m // 16, tiles_n=n // 16, steps=k // 16, a_base=a_base,
-                               b_base=b_base, d_base=d_base, bf16=bf16, acc_f16=acc_f16)
+        return m, (b.shape[0] if fields.get("b_cols") else b.shape[1]), k
+
+    async def launch(self, a, b, *, bf16=False, acc_f16=False, fields=None, kstep=16):
+        """Set cfg for A (M x K) and B (K x N, or N x K with ``b_cols``) at the standard layout
+        and pulse start.  ``fields`` (:func:`tb.images.gemm_fields`) sets the format."""
+        d = self.dut
+        fields = fields or {"kind": int(bf16), "acc_f16": acc_f16}
+        m, n, k = self.shape(a, b, fields)
+        a_base, b_base, d_base, end = layout(m, n, k, fields["acc_f16"], a.itemsize)
+        d.cfg.value = cfg_word(tiles_m=m // 16, tiles_n=n // 16, steps=k // kstep, a_base=a_base,
+                               b_base=b_base, d_base=d_base, **fields)
         await RisingEdge(d.clk)
         d.start.value = 1
         await RisingEdge(d.clk)
         d.start.value = 0
 
-    async def run(self, a, b, *, bf16, acc_f16, progress=None, chunk=1024, preloaded=False,
-                  budget=None, extra=0):
+    async def run(self, a, b, *, bf16=False, acc_f16=False, fields=None, kstep=16, progress=None,
+                  chunk=1024, preloaded=False, budget=None, extra=0):
         """Run a GEMM and return (D, cycles, beats); fail if ``done`` has not risen within
         ``budget`` clocks (default :func:`clock_budget`, ``extra`` added)."""
         d = self.dut
-        m, k = a.shape
-        n = b.shape[1]
-        a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
+        fields = fields or {"kind": int(bf16), "acc_f16": acc_f16}
+        acc_f16 = fields["acc_f16"]
+        m, n, k = self.shape(a, b, fields)
+        a_base, b_base, d_base, end = layout(m, n, k, acc_f16, a.itemsize)
         h = handover()
         if budget is None:
-            budget = clock_budget(m, n, k, h.param("cores"), extra, h.option("clock_budget"))
+            # Clocks scale with K / kstep steps of 64 beats, 2 clocks a beat for 8-bit kinds.
+            k_clocks = k * 16 // kstep * (2 if a.itemsize == 1 else 1)
+            budget = clock_budget(m, n, k_clocks, h.param("cores"), extra, h.option("clock_budget"))
         if not preloaded:
             await self.preload(a, b, acc_f16)
-        await self.launch(a, b, bf16=bf16, acc_f16=acc_f16)
+        await self.launch(a, b, fields=fields, kstep=kstep)
         total = (m // 16) * (n // 16)
         waited = 0
         while True:

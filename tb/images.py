@@ -44,8 +44,11 @@ def unpack_struct(layout, word: int) -> dict:
 
 
 def cfg_word(**f) -> int:
-    """:class:`rtl.gemm.GemmConfig` as the ``cfg`` port's integer."""
+    """:class:`rtl.gemm.GemmConfig` as the ``cfg`` port's integer (``bf16=True`` for
+    ``kind=1``, BF16)."""
     from rtl.gemm import GemmConfig
+    if "bf16" in f:
+        f["kind"] = 1 if f.pop("bf16") else f.get("kind", 0)
     return pack_struct(GemmConfig, **f)
 
 
@@ -55,11 +58,26 @@ def fcfg_word(**f) -> int:
     return pack_struct(Fp4Config, **f)
 
 
-def gemm_layout(m, n, k, acc_f16):
-    """The GEMM top's job layout in 128-bit words: A (M x K) at 0, B (K x N) after it, then
-    D (M x N); returns ``(a_base, b_base, d_base, end)``."""
-    a_words = m * k * 2 // 16
-    b_words = k * n * 2 // 16
+#: The GEMM top's formats: input format -> (GemmConfig.kind, element bytes, K step, B given
+#: column-major).  The kinds beyond FP16/BF16 take B column-major (N x K), the TN layout.
+GEMM_FORMATS = {"fp16": (0, 2, 16, False), "bf16": (1, 2, 16, False), "tf32": (2, 4, 8, True),
+                "e4m3": (3, 1, 32, True), "e5m2": (3, 1, 32, True), "s8": (4, 1, 32, True),
+                "u8": (4, 1, 32, True)}
+
+
+def gemm_fields(in_fmt="fp16", b_fmt=None, out_fmt="fp32", saturate=False) -> dict:
+    """The GemmConfig fields of a format (kind, variants, b_cols) besides sizes and bases."""
+    kind, _, _, cols = GEMM_FORMATS[in_fmt]
+    b_fmt = b_fmt or in_fmt
+    return {"kind": kind, "acc_f16": out_fmt == "fp16", "a_alt": in_fmt in ("e5m2", "u8"),
+            "b_alt": b_fmt in ("e5m2", "u8"), "sat": bool(saturate), "b_cols": cols}
+
+
+def gemm_layout(m, n, k, acc_f16, esize=2):
+    """The GEMM top's job layout in 128-bit words: A (M x K) at 0, B (K x N or N x K) after it,
+    then D (M x N); ``esize`` bytes per A/B element.  Returns ``(a_base, b_base, d_base, end)``."""
+    a_words = m * k * esize // 16
+    b_words = k * n * esize // 16
     d_words = m * n * (2 if acc_f16 else 4) // 16
     return 0, a_words, a_words + b_words, a_words + b_words + d_words
 
