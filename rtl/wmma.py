@@ -9,7 +9,7 @@ from amaranth.lib.wiring import In, Out
 
 from .feeder import BeatFeeder, DrainD
 from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, Kind, host_port
-from .formats import Kind
+from .formats import Kind as InKind
 from .mma4 import MMA4
 
 __all__ = ["Op", "Kind", "WmmaCmd", "WmmaResp", "WmmaSequencer", "WarpTop", "WORD_BITS"]
@@ -299,7 +299,7 @@ class WmmaSequencer(wiring.Component):
                 m.d.sync += [mma_busy.eq(1), mma_tag.eq(cmd.tag), mma_err.eq(0),
                              mma_a.eq(cmd.fa), mma_b.eq(cmd.fb), mma_c.eq(cmd.fc), mma_d.eq(cmd.frag)]
         m.d.comb += [feeder.a.eq(cmd.fa), feeder.b.eq(cmd.fb), feeder.c.eq(cmd.fc),
-                     feeder.mode.kind.eq(Mux(cmd.bf16, Kind.BF16, Kind.FP16)),
+                     feeder.mode.kind.eq(Mux(cmd.bf16, InKind.BF16, InKind.FP16)),
                      feeder.mode.acc_f16.eq(cmd.acc_f16), feeder.zero_c.eq(0),
                      drain.frag.eq(mma_d)]
         with m.If(drain.done):

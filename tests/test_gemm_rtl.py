@@ -185,3 +185,38 @@ def test_tcore_gemm_golden_backend(capsys):
     from golden.formats import to_float
     mag = np.abs(to_float(a, "bf16")) @ np.abs(to_float(b, "bf16"))
     assert 0 < r["max_abs_err_vs_fp64"] <= float(mag.max()) * 3 * 2.0 ** -21
+
+
+@pytest.mark.parametrize("fmt,acc,peak", [("tf32", "f32", 32), ("e4m3_e5m2", "f32", 64),
+                                          ("e4m3", "f16", 64), ("e5m2", "f32", 64),
+                                          ("s8", "s32sat", 64), ("u8", "s32", 64)])
+def test_tcore_gemm_lowprec_on_the_gemm_top(fmt, acc, peak, capsys):
+    """TF32, FP8 and INT8 GEMMs on the GEMM top (B in the TN layout), bit-exact against the
+    golden model, with the mode's own peak (products per clock) and K in the mode's steps."""
+    code = main(["gemm", "--m", "32", "--n", "48", "--k", "64", "--format", fmt, "--acc", acc,
+                 "--backend", "verilator", "--json", "--seed", "3"])
+    r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert code == 0 and r["mismatches"] == 0 and r["format"] == fmt and r["acc"] == acc
+    assert r["peak_fma_per_cycle"] == peak
+    assert r["fma_per_cycle"] == pytest.approx(32 * 48 * 64 / r["cycles"])
+    assert 0.85 < r["utilization"] <= 1
+    if fmt in ("s8", "u8"):
+        assert r["max_abs_err_vs_fp64"] == 0       # no sum of 64 products leaves S32
+    else:
+        assert 0 < r["max_abs_err_vs_fp64"] < (0.05 if acc == "f16" else 0.01)
+
+
+@pytest.mark.parametrize("argv,msg", [
+    (["--format", "tf32", "--acc", "f16"], "takes --acc f32"),
+    (["--format", "s8", "--acc", "f32"], "takes --acc s32 or s32sat"),
+    (["--acc", "s32"], "is for INT8 inputs"),
+    (["--format", "e4m3", "--k", "48"], "K of 32"),
+    (["--format", "tf32", "--k", "20"], "K of 8"),
+])
+def test_tcore_gemm_lowprec_refusals(argv, msg, capsys):
+    args = ["--m", "16", "--n", "16", "--k", "32"]
+    if "--k" in argv:
+        args = ["--m", "16", "--n", "16"]
+    code = main(["gemm", *args, *argv, "--backend", "verilator"])
+    err = capsys.readouterr().err
+    assert code == 2 and msg in err, err
