@@ -114,18 +114,22 @@ def dsp_operands(sig_a, sig_b, d):
     return a[:DSP_A_BITS], b[:DSP_B_BITS], d[3:5]
 
 
-def coarse(t, fp8):
-    """``t`` with its low :data:`FP8_TRUNC_BITS` bits cleared where ``fp8``: the FP8 grid."""
-    return Cat(t[:FP8_TRUNC_BITS] & ~fp8.replicate(FP8_TRUNC_BITS), t[FP8_TRUNC_BITS:])
+def coarse(t, fp8, wide=C(0, 1), base: int = 0):
+    """``t`` with its low :data:`FP8_TRUNC_BITS` bits cleared where ``fp8`` (the FP8 grid), and
+    its low ``base`` bits where ``wide`` (the FP16/BF16 step of a generation whose grid is
+    ``GRID - base``: Ampere 1, Volta 2)."""
+    keep = Cat(~(fp8 | wide).replicate(base), ~fp8.replicate(FP8_TRUNC_BITS - base))
+    return Cat(t[:FP8_TRUNC_BITS] & keep, t[FP8_TRUNC_BITS:])
 
 
-def product_term(q_prod, q, neg, fp8=C(0, 1)):
+def product_term(q_prod, q, neg, fp8=C(0, 1), wide=C(0, 1), drop: int = 0):
     """The aligned product term in ones' complement: ``(Q >> (8q + 7 - PRODUCT_SHIFT)) ^ neg``
     (``PRODUCT_TERM_BITS`` wide, and a sign bit), on the FP8 grid where ``fp8``; the +1 of a
-    negative term is the caller's carry-in.  The XOR shares the mux's LUTs."""
+    negative term is the caller's carry-in; where ``wide``, the low ``drop`` bits are cleared too
+    (:func:`coarse`).  The XOR shares the mux's LUTs."""
     base = 7 - PRODUCT_SHIFT
     opts = [q_prod[base + 8 * n:][:PRODUCT_TERM_BITS] for n in range(4)]
-    t = coarse(Mux(q[1], Mux(q[0], opts[3], opts[2]), Mux(q[0], opts[1], opts[0])), fp8)
+    t = coarse(Mux(q[1], Mux(q[0], opts[3], opts[2]), Mux(q[0], opts[1], opts[0])), fp8, wide, drop)
     return Cat(t ^ neg.replicate(PRODUCT_TERM_BITS), neg).as_signed()
 
 

@@ -7,9 +7,9 @@ from amaranth import *
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from numerics import HOPPER
+from numerics import ARCHS, HOPPER
 
-from .datapath import (ACC_WIDTH, ADDEND_SHIFT, ADDEND_TERM_BITS, E_F16_FLOOR, E_WIDTH, EXP_BIAS,
+from .datapath import (ACC_WIDTH, ADDEND_SHIFT, ADDEND_TERM_BITS, E_WIDTH, EXP_BIAS,
                        GRID, Multiplier, RoundPack, add_cin, addend_shift, coarse, dsp_operands,
                        extend, product_term)
 from .formats import FP16, FP32, Kind, Mode, Unpack, UnpackAddend
@@ -124,6 +124,7 @@ class Flags(data.Struct):
     fp8: 1
     int8: 1
     sat: 1
+    wide: 1         # FP16 or BF16: the generation's grid applies
 
 
 def _reg(m, value, name):
@@ -196,6 +197,12 @@ class MMA4(wiring.Component):
     dsp : "generic" or "ecp5"
         How the 64 multipliers are written (:class:`rtl.datapath.Multiplier`): ``*`` between
         registers, or ECP5 ``MULT18X18D`` instances with their registers (synthesis).
+    arch : "hopper", "ampere" or "volta"
+        The generation's FP16/BF16 step (:mod:`numerics`): a group ends after block / 4 beats
+        (Ampere 2, Volta 1), terms are truncated on its grid (the low ``25 - grid`` bits of
+        each term cleared: Ampere 2**(E-24), Volta 2**(E-23)) and E is floored at its FP16
+        floor (-20, -19).  TF32, FP8 and INT8 keep Hopper's rules (the other generations are
+        not modelled for them).
 
     Members
     -------
@@ -217,10 +224,16 @@ class MMA4(wiring.Component):
     # What the FIFOs hold; a control-only model (formal/) overrides them with tags.
     _beat_layout, _group_layout, _word_layout = BeatEntry, GroupEntry, DTile
 
-    def __init__(self, *, dsp: str = "generic"):
+    def __init__(self, *, dsp: str = "generic", arch: str = "hopper"):
         if dsp not in ("generic", "ecp5"):
             raise ValueError(f"dsp must be 'generic' or 'ecp5', not {dsp!r}")
+        if arch not in ARCHS:
+            raise ValueError(f"arch must be one of {', '.join(ARCHS)}, not {arch!r}")
         self._dsp = dsp
+        step = ARCHS[arch].step("fp16")
+        self._max_beats = step.block // 4                 # beats of a 16-bit group
+        self._grid_bits = GRID - step.grid                # low term bits the grid drops
+        self._f16_floor = step.f16_floor + EXP_BIAS
         super().__init__({
             "i": In(stream.Signature(Beat)),
             "o": Out(stream.Signature(DTile)),
@@ -272,7 +285,10 @@ class MMA4(wiring.Component):
         half = two & widx[0]                    # the beat's second pass
         beat_end = ~two | half                  # this pass ends the beat
         beat_no = Mux(two, widx[1:], widx)      # beats of the group before this one
-        last = beat_end & (beat.last | (beat_no == MAX_BEATS - 1))
+        # A group of a 16-bit kind ends after the generation's block; the others after 4 beats.
+        wide = (mode.kind == Kind.FP16) | (mode.kind == Kind.BF16)
+        cap = Mux(wide, self._max_beats - 1, MAX_BEATS - 1)
+        last = beat_end & (beat.last | (beat_no == cap))
         space = ~first | (groups < self.GROUPS)
         m.d.comb += self.i.ready.eq(space & beat_end)
         take = self.i.valid & space             # a pass enters X1
@@ -365,7 +381,7 @@ class MMA4(wiring.Component):
         a group's first pass), two compares per level, and the specials OR-ed; returns the
         X4 registers ``[(e, nan/+inf/-inf)]``."""
         w = E_WIDTH
-        floor = Mux(first & f16, E_F16_FLOOR, 0)
+        floor = Mux(first & f16, self._f16_floor, 0)
         pe = ent.pe
         x2 = _reg(m, [Cat(_max(pe[4 * x], pe[4 * x + 1]), _max(pe[4 * x + 2], pe[4 * x + 3]),
                           _max(ent.c_pe[x], floor)) for x in range(16)], "x2_e")
@@ -444,7 +460,8 @@ class MMA4(wiring.Component):
         mode = grp.mode
         flags = Signal(Flags)
         m.d.comb += [flags.f16.eq(mode.acc_f16), flags.fp8.eq(mode.kind == Kind.FP8),
-                     flags.int8.eq(mode.kind == Kind.INT8), flags.sat.eq(mode.sat)]
+                     flags.int8.eq(mode.kind == Kind.INT8), flags.sat.eq(mode.sat),
+                     flags.wide.eq((mode.kind == Kind.FP16) | (mode.kind == Kind.BF16))]
         d = [sat(grp.e[p // 4], ent.pe[p]) for p in range(64)]
         dc = [Mux(flags.int8, 0, sat(grp.e[x], ent.c_pe[x])) for x in range(16)]
         f = [RoundPack.clamp_of(grp.e[x], mode.acc_f16) for x in range(16)]
@@ -479,7 +496,7 @@ class MMA4(wiring.Component):
         fl3 = grp_data[3][2]
         cx4 = []
         for x in range(16):
-            t = coarse(addend_shift(m, c3[x], dc3[x], 1), fl3.fp8)
+            t = coarse(addend_shift(m, c3[x], dc3[x], 1), fl3.fp8, fl3.wide, self._grid_bits)
             fp = Cat(t ^ cn3[x].replicate(ADDEND_TERM_BITS), cn3[x]).as_signed()
             # INT8: c3 is C's low 24 bits << ADDEND_SHIFT, unshifted (dc = 0).
             s32 = Cat(c3[x][ADDEND_SHIFT:ADDEND_SHIFT + 24], ch3[x]).as_signed()
@@ -490,10 +507,11 @@ class MMA4(wiring.Component):
         # L5 -> L6: the product mux and the first adder level.  Each of the five ones'
         # complement terms owes +1 when negative: t0's and t2's ride on these carry-ins, t1's
         # and t3's on the next level, C's on the accumulator.
-        fp8_5 = grp_data[5][2].fp8
+        fp8_5, wide_5 = grp_data[5][2].fp8, grp_data[5][2].wide
+        base = self._grid_bits          # the generation's grid for the 16-bit kinds (Hopper: 0)
         ab6, owe6 = [], []
         for x in range(16):
-            t = [product_term(prods[4 * x + k], q5[4 * x + k], n5[4 * x + k], fp8_5) for k in range(4)]
+            t = [product_term(prods[4 * x + k], q5[4 * x + k], n5[4 * x + k], fp8_5, wide_5, base) for k in range(4)]
             nk = n5[4 * x:4 * x + 4]
             ab6.append(Cat(add_cin(t[0], t[1], nk[0], 29), add_cin(t[2], t[3], nk[2], 29)))
             owe6.append(Cat(nk[1], nk[3]))

@@ -52,8 +52,15 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
     if through == "wmma" and (in_fmt not in ("fp16", "bf16") or b_fmt not in (None, in_fmt)):
         raise BackendError(f"--through wmma takes FP16 and BF16 inputs, not {in_fmt}; the other "
                            "kinds run --through core")
+    params = None
     if arch.name != "hopper":
-        raise BackendError(f"the RTL core implements the Hopper arithmetic only, not --arch {arch.name}")
+        if through != "core":
+            raise BackendError(f"--arch {arch.name} runs --through core (the MMA4 core built for "
+                               "that generation); the warp designs implement Hopper's")
+        if in_fmt not in ("fp16", "bf16"):
+            raise BackendError(f"--arch {arch.name} is modelled for FP16 and BF16 only")
+        from .core import DEFAULT_PARAMS
+        params = {**DEFAULT_PARAMS, "arch": arch.name}
     step = RTL_K_STEP[in_fmt]
     if a.shape[2] % step:
         raise BackendError(f"the RTL runs {in_fmt} K in steps of {step}; K = {a.shape[2]} is not "
@@ -68,6 +75,6 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
     from .runner import SimError
     try:
         return run_through(through, backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt,
-                           b_fmt=b_fmt, saturate=saturate, waves=waves)
+                           b_fmt=b_fmt, saturate=saturate, waves=waves, params=params)
     except SimError as e:
         raise BackendError(str(e)) from None

@@ -68,7 +68,13 @@ def run_many(through: str, sim: str, batches, *, waves=False, stall: float = 0.0
         a, b, c, in_fmt, out_fmt, b_fmt, saturate = (tuple(bt) + (None, False))[:7]
         if through == "wmma" and in_fmt not in ("fp16", "bf16"):
             raise ValueError(f"the warp path takes FP16 and BF16 inputs, not {in_fmt}")
-        jobs.append(Job(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, saturate=saturate))
+        # A 16-bit kind's group is the generation's block (Hopper 16, Ampere 8, Volta 4).
+        group = 4
+        if in_fmt in ("fp16", "bf16") and params.get("arch", "hopper") != "hopper":
+            from numerics import get_arch
+            group = get_arch(params["arch"]).step("fp16").block // 4
+        jobs.append(Job(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, saturate=saturate,
+                        group=group))
     dtypes = [np.asarray(bt[2]).dtype for bt in batches]
     if sim == "amaranth":
         if through != "core":

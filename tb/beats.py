@@ -69,10 +69,11 @@ def mode_of(in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False) -> Mode:
     return Mode(in_fmt, out_fmt, b_fmt, saturate)
 
 
-def block_beats(a, b, c, k0: int, fused: bool = True, kd: int = 4):
+def block_beats(a, b, c, k0: int, fused: bool = True, kd: int = 4, beats: int = 4):
     """The beats of one fused K step (k0 .. k0+4kd-1) for every 4x4 output block of every tile.
 
-    a (T, 16, K), b (T, K, 16), c (T, 16, 16) bit arrays; ``kd`` k slices per beat.  Returns
+    a (T, 16, K), b (T, K, 16), c (T, 16, 16) bit arrays; ``kd`` k slices per beat, ``beats`` beats a
+    fused group (4: one Hopper block; Ampere's FP16 block is 2, Volta's 1).  Returns
     ``(a4, b4, c4, last)`` with one row per beat, blocks in (tile, I, J) order and, within a
     block, the k slices: a4 (n, 4 kd) = A[4I+i][k0+kd s+k] at kd i+k; b4 (n, 4 kd) =
     B[k0+kd s+k][4J+j] at 4k+j; c4 (n, 16) = C[4I+i][4J+j] at 4i+j; last (n,) bool.
@@ -80,7 +81,7 @@ def block_beats(a, b, c, k0: int, fused: bool = True, kd: int = 4):
     row-major here; :func:`pack_payloads` puts them in the core's column order.)
     """
     t = a.shape[0]
-    ks = min(4 * kd, a.shape[2] - k0)
+    ks = min(beats * kd, a.shape[2] - k0)
     if ks % kd:
         raise ValueError(f"K step of {ks} is not a multiple of {kd}")
     nsl = ks // kd
@@ -143,14 +144,14 @@ class Job:
     """
 
     def __init__(self, a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False,
-                 fused: bool = True):
+                 fused: bool = True, group: int = 4):
         self.a, self.b, self.c = np.asarray(a), np.asarray(b), np.asarray(c)
         self.mode = Mode(in_fmt, out_fmt, b_fmt, saturate)
-        self.fused = bool(fused)
+        self.fused, self.group = bool(fused), int(group)
         k, kd = self.a.shape[2], self.mode.kd
         if k % kd:
             raise ValueError(f"K must be a multiple of {kd} for {in_fmt} on the MMA4 core, not {k}")
-        self.steps = list(range(0, k, 4 * kd if fused else kd))
+        self.steps = list(range(0, k, self.group * kd if fused else kd))
 
     @property
     def acc_f16(self) -> bool:
@@ -159,7 +160,7 @@ class Job:
     def step_payloads(self, step: int, c) -> list[int]:
         k0, kd = self.steps[step], self.mode.kd
         if self.fused:
-            a4, b4, c4, last = block_beats(self.a, self.b, c, k0, True, kd)
+            a4, b4, c4, last = block_beats(self.a, self.b, c, k0, True, kd, self.group)
         else:
             a4, b4, c4, last = block_beats(self.a[:, :, k0:k0 + kd], self.b[:, k0:k0 + kd], c, 0,
                                            False, kd)
@@ -168,13 +169,15 @@ class Job:
     def arrays(self, i="") -> dict:
         m = self.mode
         return {f"a{i}": self.a, f"b{i}": self.b, f"c{i}": self.c, f"fused{i}": self.fused,
-                f"fmt{i}": np.array([m.in_fmt, m.out_fmt, m.b_fmt]), f"sat{i}": m.saturate}
+                f"fmt{i}": np.array([m.in_fmt, m.out_fmt, m.b_fmt]), f"sat{i}": m.saturate,
+                f"group{i}": self.group}
 
     @classmethod
     def from_arrays(cls, z, i=""):
         in_fmt, out_fmt, b_fmt = (str(x) for x in z[f"fmt{i}"])
         return cls(z[f"a{i}"], z[f"b{i}"], z[f"c{i}"], in_fmt=in_fmt, out_fmt=out_fmt,
-                   b_fmt=b_fmt, saturate=bool(z[f"sat{i}"]), fused=bool(z[f"fused{i}"]))
+                   b_fmt=b_fmt, saturate=bool(z[f"sat{i}"]), fused=bool(z[f"fused{i}"]),
+                   group=int(z[f"group{i}"]))
 
     def save(self, path):
         np.savez(path, **self.arrays())
