@@ -31,6 +31,7 @@ from amaranth.lib.wiring import In, Out
 from .axil import AxiLiteRegs
 from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS
 from .regmap import ErrorCode, InFormat
+from .formats import Kind as InKind
 from .wmma import Op, WarpTop, WmmaCmd
 
 __all__ = ["AxiSignature", "TileDma", "TileWorker", "GemmSoc", "RunConfig", "TileClaim", "DmaRequest", "RESP_OKAY", "RESP_SLVERR", "RESP_DECERR"]
@@ -294,7 +295,8 @@ class TileWorker(wiring.Component):
             with m.State(name):
                 m.d.comb += [warp.cmd.valid.eq(1), cmd.op.eq(op), cmd.kind.eq(kind),
                              cmd.frag.eq(frag), cmd.addr.eq(addr), cmd.ldm.eq(16),
-                             cmd.fa.eq(fa), cmd.fb.eq(fb), cmd.fc.eq(fc), cmd.bf16.eq(cfg.bf16),
+                             cmd.fa.eq(fa), cmd.fb.eq(fb), cmd.fc.eq(fc),
+                             cmd.fmt.eq(Mux(cfg.bf16, InKind.BF16, InKind.FP16)),
                              cmd.acc_f16.eq(cfg.acc_f16), cmd.value.eq(0), cmd.col_major.eq(0)]
                 with m.If(warp.cmd.ready):
                     m.next = f"{name}_W"

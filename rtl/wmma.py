@@ -33,9 +33,14 @@ class WmmaCmd(data.Struct):
     kind : 2
         Fill/load: 0 matrix_a, 1 matrix_b, 2 accumulator.  Store: accumulator only.
     col_major : 1
-        Load/store memory layout (``mem_col_major`` for the accumulator).
-    bf16 : 1
-        MMA: A and B are BF16 (else FP16).
+        Load/store memory layout (``mem_col_major`` for the accumulator).  The TF32, FP8 and
+        INT8 kinds load A row-major and B column-major (each lane's register then holds
+        consecutive k, as the PTX ``mma`` fragments do; see ``docs/fragments.md``).
+    fmt : rtl.formats.Kind
+        Load of A/B: the element size ldm counts (1 byte FP8/INT8, 2 FP16/BF16, 4 TF32); MMA:
+        the input kind.
+    a_alt, b_alt, sat : 1
+        MMA: A / B are E5M2 (FP8) or U8 (INT8); INT8 saturates (:class:`rtl.formats.Mode`).
     acc_f16 : 1
         Accumulator elements are FP16 (load/store: 16-bit in memory; MMA: C and D FP16).
     frag : 3
@@ -46,7 +51,7 @@ class WmmaCmd(data.Struct):
     addr : 32
         Load/store byte address; must be 256-bit (32-byte) aligned.
     ldm : 16
-        Leading dimension in elements: a multiple of 8 (16-bit) or 4 (32-bit).
+        Leading dimension in elements: 16 bytes' worth (8 16-bit, 4 32-bit, 16 8-bit).
     value : 32
         Fill value (bits; the low 16 for 16-bit fragments).
     tag : 8
@@ -56,7 +61,10 @@ class WmmaCmd(data.Struct):
     op: Op
     kind: Kind
     col_major: 1
-    bf16: 1
+    fmt: InKind
+    a_alt: 1
+    b_alt: 1
+    sat: 1
     acc_f16: 1
     frag: 3
     fa: 3
@@ -118,11 +126,12 @@ class WmmaSequencer(wiring.Component):
         return self.mma_cycles_of()
 
     @staticmethod
-    def mma_cycles_of() -> int:
-        """Clocks from an mma_sync's issue to its response, with no stalls: 64 beats, the
-        core's fused-mode latency after the last beat (its K=4 latency + 3), and one clock to
-        respond."""
-        return 64 + MMA4.latency_of() + 3 + 1
+    def mma_cycles_of(kind=InKind.FP16) -> int:
+        """Clocks from an mma_sync's issue to its response, with no stalls: 64 beats (two
+        clocks each for the 8-bit kinds), the core's fused-mode latency after the last beat,
+        and one clock to respond."""
+        from .mma4 import PASSES
+        return 64 * PASSES[InKind(kind)] + MMA4.latency_of(kind, 4) + 1
 
     def elaborate(self, platform):
         m = Module()
@@ -147,9 +156,17 @@ class WmmaSequencer(wiring.Component):
         kind_ok = (cmd.kind == MATRIX_A) | (cmd.kind == MATRIX_B) | is_acc
         esize32 = is_acc & ~cmd.acc_f16
         words_per_line = Mux(esize32, 4, 2)
-        step_ok = Mux(esize32, cmd.ldm[:2] == 0, cmd.ldm[:3] == 0) & (cmd.ldm != 0)
+        # A and B: 16 lines of 32 bytes in every kind; ldm counts the kind's elements.
+        bytes8 = ~is_acc & ((cmd.fmt == InKind.FP8) | (cmd.fmt == InKind.INT8))
+        bytes4 = ~is_acc & (cmd.fmt == InKind.TF32)
+        wide32 = esize32 | bytes4
+        step_ok = Mux(wide32, cmd.ldm[:2] == 0, Mux(bytes8, cmd.ldm[:4] == 0,
+                                                    cmd.ldm[:3] == 0)) & (cmd.ldm != 0)
         stride = Signal(16)                     # words between lines
-        m.d.comb += stride.eq(Mux(esize32, cmd.ldm >> 2, cmd.ldm >> 3))
+        m.d.comb += stride.eq(Mux(wide32, cmd.ldm >> 2, Mux(bytes8, cmd.ldm >> 4, cmd.ldm >> 3)))
+        # The other kinds' fragments hold k-consecutive bytes: A by rows, B by columns.
+        narrow = bytes8 | bytes4
+        layout_ok = ~narrow | Mux(cmd.kind == MATRIX_B, cmd.col_major, ~cmd.col_major)
         base = cmd.addr >> 4
         last_word = base + (stride.shift_left(4) - stride) + words_per_line - 1
         in_range = last_word < self._mem_words
@@ -159,7 +176,7 @@ class WmmaSequencer(wiring.Component):
             with m.Case(Op.FILL):
                 m.d.comb += mem_legal.eq(frag_ok & kind_ok)
             with m.Case(Op.LOAD):
-                m.d.comb += mem_legal.eq(frag_ok & kind_ok & step_ok &
+                m.d.comb += mem_legal.eq(frag_ok & kind_ok & step_ok & layout_ok &
                                          (cmd.addr[:5] == 0) & in_range)
             with m.Case(Op.STORE):
                 m.d.comb += mem_legal.eq(is_acc & (cmd.frag < self._nc) &
@@ -168,8 +185,10 @@ class WmmaSequencer(wiring.Component):
                 m.d.comb += mem_legal.eq(0)
         fa_b = Array(frag_is_b)[cmd.fa[:max(1, (self._nm - 1).bit_length())]]
         fb_b = Array(frag_is_b)[cmd.fb[:max(1, (self._nm - 1).bit_length())]]
+        f16_ok = (cmd.fmt == InKind.FP16) | (cmd.fmt == InKind.FP8)    # kinds with FP16 C/D
         mma_legal = ((cmd.fa < self._nm) & (cmd.fb < self._nm) & (cmd.fc < self._nc) &
-                     (cmd.frag < self._nc) & ~fa_b & fb_b & ~(cmd.bf16 & cmd.acc_f16))
+                     (cmd.frag < self._nc) & ~fa_b & fb_b & (cmd.fmt.as_value() <= InKind.INT8.value) &
+                     (~cmd.acc_f16 | f16_ok))
 
         # ---- hazards against the other unit's in-flight operation --------------------------
         fills_or_loads = (cmd.op == Op.FILL) | (cmd.op == Op.LOAD)
@@ -299,8 +318,9 @@ class WmmaSequencer(wiring.Component):
                 m.d.sync += [mma_busy.eq(1), mma_tag.eq(cmd.tag), mma_err.eq(0),
                              mma_a.eq(cmd.fa), mma_b.eq(cmd.fb), mma_c.eq(cmd.fc), mma_d.eq(cmd.frag)]
         m.d.comb += [feeder.a.eq(cmd.fa), feeder.b.eq(cmd.fb), feeder.c.eq(cmd.fc),
-                     feeder.mode.kind.eq(Mux(cmd.bf16, InKind.BF16, InKind.FP16)),
-                     feeder.mode.acc_f16.eq(cmd.acc_f16), feeder.zero_c.eq(0),
+                     feeder.mode.kind.eq(cmd.fmt), feeder.mode.acc_f16.eq(cmd.acc_f16),
+                     feeder.mode.a_alt.eq(cmd.a_alt), feeder.mode.b_alt.eq(cmd.b_alt),
+                     feeder.mode.sat.eq(cmd.sat), feeder.zero_c.eq(0),
                      drain.frag.eq(mma_d)]
         with m.If(drain.done):
             m.d.sync += mma_done.eq(1)

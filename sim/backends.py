@@ -16,7 +16,8 @@ RTL_BACKENDS = ("amaranth", "icarus", "verilator")
 #: loop around the tensor core, not a tensor-core operation.
 RTL_KERNELS = ("f16_f32", "bf16_f32", "f16_f16", "tf32_f32", "e4m3_f32", "e5m2_f32",
                "e4m3_e5m2_f32", "e4m3_f16", "s8_s32", "s8_s32_sat", "u8_s8_s32")
-#: The kernels the warp design (``--through wmma`` and the GEMM tops) computes.
+#: The kernels the SoC design (``--through soc``) computes; the warp design and the GEMM top
+#: take every kernel of RTL_KERNELS.
 WARP_KERNELS = ("f16_f32", "bf16_f32", "f16_f16")
 #: K step (one Hopper block) per input format on the RTL.
 RTL_K_STEP = {"fp16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
@@ -49,9 +50,6 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
                            "not a tensor-core operation: the RTL has no such mode")
     if in_fmt not in RTL_K_STEP:
         raise BackendError(f"the RTL takes {', '.join(RTL_K_STEP)} inputs, not {in_fmt}")
-    if through == "wmma" and (in_fmt not in ("fp16", "bf16") or b_fmt not in (None, in_fmt)):
-        raise BackendError(f"--through wmma takes FP16 and BF16 inputs, not {in_fmt}; the other "
-                           "kinds run --through core")
     params = None
     if arch.name != "hopper":
         if through != "core":

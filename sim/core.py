@@ -24,10 +24,10 @@ DEFAULT_PARAMS = {}
 WMMA_MEM_WORDS = LINT_PARAMS["wmma"]["mem_words"]
 
 
-def wmma_words(k: int) -> int:
+def wmma_words(k: int, esize: int = 2) -> int:
     """Memory words a 16 x K x 16 tile takes on the warp design (tb.wmma_bench.tile_image):
-    A and B (16-bit), C and D (FP32), each 32-byte aligned."""
-    return (2 * 16 * k * 2 + 2 * 16 * 16 * 4) // 16
+    A and B (``esize`` bytes each), C and D (FP32), each 32-byte aligned."""
+    return (2 * 16 * k * esize + 2 * 16 * 16 * 4) // 16
 
 PATHS = {
     "core": ("mma4", "tb.mma4_bench", DEFAULT_PARAMS),
@@ -40,8 +40,7 @@ def run_through(through: str, sim: str, a, b, c, *, in_fmt: str, out_fmt: str, b
                 quiet=True):
     """D for tiles a (T, 16, K), b (T, K, 16), c (T, 16, 16) on ``sim`` via path ``through``.
 
-    ``in_fmt``, ``b_fmt``, ``out_fmt`` and ``saturate`` are :func:`golden.mma.mma`'s; the warp
-    path takes FP16 and BF16 only.
+    ``in_fmt``, ``b_fmt``, ``out_fmt`` and ``saturate`` are :func:`golden.mma.mma`'s.
 
     Returns D and a dict with ``cycles``, ``sim_s`` (seconds spent simulating, start-up
     excluded) and, with ``waves`` (True or the waveform's name), the waveform's path under
@@ -61,13 +60,12 @@ def run_many(through: str, sim: str, batches, *, waves=False, stall: float = 0.0
     design, module, default = PATHS[through]
     params = dict(default if params is None else params)
     if through == "wmma":       # the memory is sized from the job (a tile's A, B, C and D)
-        need = max(wmma_words(np.asarray(bt[0]).shape[-1]) for bt in batches)
+        need = max(wmma_words(np.asarray(bt[0]).shape[-1], np.asarray(bt[0]).itemsize)
+                   for bt in batches)
         params["mem_words"] = max(params["mem_words"], 1 << (need - 1).bit_length())
     jobs = []
     for bt in batches:
         a, b, c, in_fmt, out_fmt, b_fmt, saturate = (tuple(bt) + (None, False))[:7]
-        if through == "wmma" and in_fmt not in ("fp16", "bf16"):
-            raise ValueError(f"the warp path takes FP16 and BF16 inputs, not {in_fmt}")
         # A 16-bit kind's group is the generation's block (Hopper 16, Ampere 8, Volta 4).
         group = 4
         if in_fmt in ("fp16", "bf16") and params.get("arch", "hopper") != "hopper":

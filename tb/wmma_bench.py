@@ -165,35 +165,51 @@ def cmd_fields(word: int) -> dict:
     return unpack_struct(WmmaCmd, word)
 
 
+def _mode_fields(mode, bf16):
+    """The WmmaCmd format fields of a :class:`tb.beats.Mode` (or of FP16/BF16)."""
+    if mode is None:
+        return {"fmt": int(bf16)}, 2
+    alt = lambda f: int(f in ("e5m2", "u8"))
+    esize = {"tf32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1}.get(mode.in_fmt, 2)
+    return {"fmt": mode.kind, "a_alt": alt(mode.in_fmt), "b_alt": alt(mode.b_fmt),
+            "sat": int(mode.saturate)}, esize
+
+
 def tile_program(k, a_addr, lda, b_addr, ldb, c_addr, d_addr, ldc, *, bf16, acc_f16,
-                 a_col=False, b_col=False, c_col=False, d_col=False):
-    """The matmulT inner loop for one 16x16 output tile: load C; for each 16-wide k step load
-    A and B into alternating fragments and mma_sync into the accumulator; store D."""
-    esz = 2
+                 a_col=False, b_col=False, c_col=False, d_col=False, mode=None):
+    """The matmulT inner loop for one 16x16 output tile: load C; for each K step (32 bytes of
+    a row of A and of a column of B: 16 FP16/BF16, 8 TF32, 32 FP8/INT8 elements) load A and B
+    into alternating fragments and mma_sync into the accumulator; store D.  ``mode`` (a
+    :class:`tb.beats.Mode`) gives the kind; None is FP16, or BF16 with ``bf16``."""
+    fmt, esz = _mode_fields(mode, bf16)
+    kstep = 32 // esz
     cmds = [dict(op=Op.LOAD, kind=2, frag=0, addr=c_addr, ldm=ldc, col_major=c_col, acc_f16=acc_f16)]
-    for s in range(k // 16):
+    for s in range(k // kstep):
         fa, fb = 2 * (s % 2), 2 * (s % 2) + 1
-        a_off = (s * 16 * lda if a_col else s * 16) * esz
-        b_off = (s * 16 if b_col else s * 16 * ldb) * esz
-        cmds += [dict(op=Op.LOAD, kind=0, frag=fa, addr=a_addr + a_off, ldm=lda, col_major=a_col),
-                 dict(op=Op.LOAD, kind=1, frag=fb, addr=b_addr + b_off, ldm=ldb, col_major=b_col),
-                 dict(op=Op.MMA, frag=0, fa=fa, fb=fb, fc=0, bf16=bf16, acc_f16=acc_f16)]
+        a_off = (s * kstep * lda if a_col else s * kstep) * esz
+        b_off = (s * kstep if b_col else s * kstep * ldb) * esz
+        cmds += [dict(op=Op.LOAD, kind=0, frag=fa, addr=a_addr + a_off, ldm=lda, col_major=a_col,
+                      fmt=fmt["fmt"]),
+                 dict(op=Op.LOAD, kind=1, frag=fb, addr=b_addr + b_off, ldm=ldb, col_major=b_col,
+                      fmt=fmt["fmt"]),
+                 dict(op=Op.MMA, frag=0, fa=fa, fb=fb, fc=0, acc_f16=acc_f16, **fmt)]
     cmds.append(dict(op=Op.STORE, kind=2, frag=0, addr=d_addr, ldm=ldc, col_major=d_col, acc_f16=acc_f16))
     # Tags count up (modulo 256), so that a lost or repeated response shows.
     return [cmd_word(**c, tag=i % 256) for i, c in enumerate(cmds)]
 
 
 def tile_image(a, b, c, *, acc_f16, **layout):
-    """The memory image of one tile (a 16xK, b Kx16, c 16x16 bits) and where each part sits:
-    ``(mem, addrs, end)`` with addrs = dict(a, lda, b, ldb, c, d, ldc)."""
+    """The memory image of one tile (a 16xK, b Kx16, c 16x16 bits; any element size) and
+    where each part sits: ``(mem, addrs, end)`` with addrs = dict(a, lda, b, ldb, c, d, ldc)."""
     k = a.shape[1]
+    es = a.itemsize
     lda = layout.get("lda", k if not layout.get("a_col") else 16)
     ldb = layout.get("ldb", 16 if not layout.get("b_col") else k)
     ldc = layout.get("ldc", 16)
     a_addr = 0
-    a_bytes = (16 * lda if not layout.get("a_col") else k * lda) * 2
+    a_bytes = (16 * lda if not layout.get("a_col") else k * lda) * es
     b_addr = (a_bytes + 31) // 32 * 32
-    b_bytes = (k * ldb if not layout.get("b_col") else 16 * ldb) * 2
+    b_bytes = (k * ldb if not layout.get("b_col") else 16 * ldb) * es
     c_addr = (b_addr + b_bytes + 31) // 32 * 32
     esz = 2 if acc_f16 else 4
     d_addr = c_addr + (16 * ldc * esz + 31) // 32 * 32
@@ -202,16 +218,16 @@ def tile_image(a, b, c, *, acc_f16, **layout):
     for row in range(16):              # A: 16 x K
         line = a[row] if not layout.get("a_col") else None
         if line is not None:
-            mem[a_addr + row * lda * 2:a_addr + row * lda * 2 + 2 * k] = line.view(np.uint8)
+            mem[a_addr + row * lda * es:a_addr + row * lda * es + es * k] = line.view(np.uint8)
     if layout.get("a_col"):
         for col in range(k):
-            mem[a_addr + col * lda * 2:a_addr + col * lda * 2 + 32] = np.ascontiguousarray(a[:, col]).view(np.uint8)
+            mem[a_addr + col * lda * es:a_addr + col * lda * es + 16 * es] = np.ascontiguousarray(a[:, col]).view(np.uint8)
     if not layout.get("b_col"):
         for row in range(k):
-            mem[b_addr + row * ldb * 2:b_addr + row * ldb * 2 + 32] = b[row].view(np.uint8)
+            mem[b_addr + row * ldb * es:b_addr + row * ldb * es + 16 * es] = b[row].view(np.uint8)
     else:
         for col in range(16):
-            mem[b_addr + col * ldb * 2:b_addr + col * ldb * 2 + 2 * k] = np.ascontiguousarray(b[:, col]).view(np.uint8)
+            mem[b_addr + col * ldb * es:b_addr + col * ldb * es + es * k] = np.ascontiguousarray(b[:, col]).view(np.uint8)
     put_matrix(mem, c_addr, c, ldc, layout.get("c_col", False))
     return mem, dict(a=a_addr, lda=lda, b=b_addr, ldb=ldb, c=c_addr, d=d_addr, ldc=ldc), end
 
@@ -236,15 +252,19 @@ def golden_tile(mem, addrs, k, *, bf16, acc_f16, **layout):
     return mem
 
 
-async def run_tile(w: Warp, a, b, c, *, bf16, acc_f16, image=False, **layout):
+async def run_tile(w: Warp, a, b, c, *, bf16, acc_f16, image=False, mode=None, **layout):
     """One output tile (a 16xK, b Kx16, c 16x16 bits) through memory and the warp; returns D
-    (and, with ``image``, the memory image before and the memory read back after)."""
+    (and, with ``image``, the memory image before and the memory read back after).  ``mode``
+    (:class:`tb.beats.Mode`) for the TF32, FP8 and INT8 kinds, whose B goes column-major."""
     k = a.shape[1]
+    if mode is not None and mode.kd != 4:
+        layout = {"b_col": True, **layout}
     mem, addrs, end = tile_image(a, b, c, acc_f16=acc_f16, **layout)
     await w.load_mem(0, mem[:end])
     tiling = {key: v for key, v in layout.items() if key not in ("lda", "ldb", "ldc")}
     await w.run(tile_program(k, addrs["a"], addrs["lda"], addrs["b"], addrs["ldb"], addrs["c"],
-                             addrs["d"], addrs["ldc"], bf16=bf16, acc_f16=acc_f16, **tiling))
+                             addrs["d"], addrs["ldc"], bf16=bf16, acc_f16=acc_f16, mode=mode,
+                             **tiling))
     esz = 2 if acc_f16 else 4
     if image:
         after = await w.dump_mem(0, end)
@@ -263,7 +283,8 @@ async def job(dut):
     out = {}
     for i, j in enumerate(load_jobs(handover().job)):
         t0, c0 = time.perf_counter(), w.cycle
-        out[f"d{i}"] = np.stack([await run_tile(w, j.a[t], j.b[t], j.c[t], bf16=j.mode.in_fmt == "bf16", acc_f16=j.acc_f16)
+        out[f"d{i}"] = np.stack([await run_tile(w, j.a[t], j.b[t], j.c[t], bf16=j.mode.in_fmt == "bf16",
+                                                acc_f16=j.acc_f16, mode=j.mode)
                                  for t in range(j.a.shape[0])])
         out[f"cycles{i}"], out[f"sim_s{i}"] = w.cycle - c0, time.perf_counter() - t0
     np.savez(handover().result, **out)

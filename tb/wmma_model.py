@@ -26,7 +26,9 @@ CMD_BITS = data.Layout.cast(WmmaCmd).size
 
 def cmd_word(**fields) -> int:
     """Pack a :class:`rtl.wmma.WmmaCmd` into an integer (LSB first, as the Verilog port), from
-    the RTL's own layout; fields not given are 0."""
+    the RTL's own layout; fields not given are 0 (``bf16=True`` stands for ``fmt=1``, BF16)."""
+    if "bf16" in fields:
+        fields["fmt"] = 1 if fields.pop("bf16") else fields.get("fmt", 0)
     return pack_struct(WmmaCmd, **fields)
 
 
