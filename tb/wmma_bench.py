@@ -361,10 +361,17 @@ async def bad_ldm_and_alignment(dut):
         cmd_word(op=Op.MMA, frag=0, fa=1, fb=1, fc=0, tag=11),                 # a is not a matrix_a
         cmd_word(op=Op.MMA, frag=0, fa=0, fb=1, fc=0, bf16=1, acc_f16=1, tag=12),  # BF16 + FP16 acc
         cmd_word(op=Op.LOAD, kind=2, frag=5, addr=0, ldm=16, tag=13),          # no such fragment
+        cmd_word(op=Op.LOAD, kind=1, frag=1, addr=0, ldm=32, fmt=3, tag=16),   # FP8 B row-major
+        cmd_word(op=Op.LOAD, kind=0, frag=0, addr=0, ldm=32, fmt=4, col_major=1, tag=17),  # INT8 A col-major
+        cmd_word(op=Op.LOAD, kind=0, frag=0, addr=0, ldm=24, fmt=3, tag=18),   # ldm % 16 (bytes)
+        cmd_word(op=Op.LOAD, kind=1, frag=1, addr=0, ldm=10, fmt=2, col_major=1, tag=19),  # ldm % 4 (TF32)
+        cmd_word(op=Op.MMA, frag=0, fa=0, fb=1, fc=0, fmt=2, acc_f16=1, tag=20),  # TF32 + FP16 acc
+        cmd_word(op=Op.MMA, frag=0, fa=0, fb=1, fc=0, fmt=4, acc_f16=1, tag=21),  # INT8 + FP16 acc
+        cmd_word(op=Op.MMA, frag=0, fa=0, fb=1, fc=0, fmt=6, tag=22),          # no such kind
     ]
     # fragment 1 of the matrix bank must be a matrix_b for tag 11's check to be about fa.
     await w.run([cmd_word(op=Op.FILL, kind=1, frag=1, value=0, tag=14)])
-    await w.run(bad, refused={1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13})
+    await w.run(bad, refused={1, 2, 3, 4, 5, 6, 7, 8, 10, 11, 12, 13, 16, 17, 18, 19, 20, 21, 22})
     after = await w.dump_mem(0, mem_bytes())
     diff = np.flatnonzero(after != image)
     assert diff.size == 0, f"a refused command wrote memory: {diff.size} bytes, first at {diff[0]}"

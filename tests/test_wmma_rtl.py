@@ -98,3 +98,32 @@ def test_golden_wmma_reference_tells_layouts_apart():
     for wrong in ("a_col", "b_col", "c_col", "d_col"):
         bad = golden_tile(mem, addrs, 32, bf16=False, acc_f16=False, **{**layout, wrong: not layout.get(wrong)})
         assert not np.array_equal(bad[:end], ref[:end]), wrong
+
+
+def _lowprec(files, tiles):
+    from golden.silicon import kernels_in
+    probs = []
+    for name in files:
+        data = load(SILICON / "lowprec" / name)
+        probs += [(name, problem(data, kernel, tiles)) for kernel in kernels_in(data)]
+    return probs
+
+
+LOWPREC_CASES = {
+    "verilator": (sorted(p.name for p in (SILICON / "lowprec").glob("*.npz")), 2),
+    "icarus": (["h200_fp8_bits.npz", "h200_tf32_bits.npz", "h200_int8_extreme.npz"], 1),
+}
+
+
+@pytest.mark.parametrize("sim", SIMS)
+def test_lowprec_silicon_through_wmma(sim):
+    """FP8 (E4M3, E5M2, mixed; FP32 and FP16 accumulators), TF32 and INT8 tiles through memory
+    -> load_matrix_sync (A row-major, B column-major) -> mma_sync -> store_matrix_sync ->
+    memory: every bit the H200's (Verilator: every low-precision file, 2 tiles per kernel)."""
+    files, tiles = LOWPREC_CASES[sim]
+    probs = _lowprec(files, tiles)
+    results = run_many("wmma", sim, [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
+                                      p.kernel.b_fmt, p.kernel.saturate) for _, p in probs])
+    for (name, p), (d, _) in zip(probs, results):
+        bad = int((d != p.expected).sum())
+        assert bad == 0, f"{name} {p.kernel.name} through wmma on {sim}: {bad} of {d.size} differ"
