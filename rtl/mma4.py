@@ -290,7 +290,9 @@ class MMA4(wiring.Component):
         cap = Mux(wide, self._max_beats - 1, MAX_BEATS - 1)
         last = beat_end & (beat.last | (beat_no == cap))
         space = ~first | (groups < self.GROUPS)
-        m.d.comb += self.i.ready.eq(space & beat_end)
+        # While valid is low, ready says only whether a group may start (the payload, which
+        # says whether a pass ends its beat, means nothing then).
+        m.d.comb += self.i.ready.eq(space & (beat_end | ~self.i.valid))
         take = self.i.valid & space             # a pass enters X1
         with m.If(take):
             m.d.sync += widx.eq(Mux(last, 0, widx + 1))

@@ -119,6 +119,7 @@ def cmd_verify(args) -> int:
                 if arch.name != "hopper":
                     raise BackendError(f"the RTL implements the Hopper arithmetic only, not --arch {arch.name}")
                 d, info = run_gemm(args.backend, data["a"], data["b"], in_fmt=k.in_fmt,
+                                   b_fmt=k.b_fmt, saturate=k.saturate,
                                    out_fmt=k.out_fmt, progress=False, cores=cores,
                                    waves=args.waves and f"{Path(path).stem}-{k.name}-gemm-{args.backend}")
                 got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)

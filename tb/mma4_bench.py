@@ -237,17 +237,18 @@ def _golden_groups(a4, b4, c4, last, c_dtype, mode: Mode, fused):
 async def random_stalls(dut):
     """Random tiles of every kernel in fused and single-beat mode, random stalls on both sides."""
     seed = _option("seed", 1)
+    tiles = _option("tiles", 2)
     rng = np.random.default_rng(seed)
     h = Harness(dut, in_stall=0.3, out_stall=0.3, seed=seed)
     await h.start()
     for in_fmt, b_fmt, out_fmt, sat in KERNELS:
         mode = Mode(in_fmt, out_fmt, b_fmt, sat)
         for fused in (True, False):
-            a, b, c = random_tiles(rng, 2, mode.kd * (4 if fused else 1), in_fmt, out_fmt, b_fmt)
+            a, b, c = random_tiles(rng, tiles, mode.kd * (4 if fused else 1), in_fmt, out_fmt, b_fmt)
             a4, b4, c4, last = block_beats(a, b, c, 0, fused, mode.kd)
             h.drv.load(pack_payloads(a4, b4, c4, last, mode))
             before = len(h.mon.words)
-            await h.run_until(before + 32, limit=8000)
+            await h.run_until(before + 16 * tiles, limit=8000)
             got = unpack_outputs(h.mon.words[before:], mode.acc_f16)
             want = _golden_groups(a4, b4, c4, last, c.dtype, mode, fused)
             bad = np.argwhere(got != want)

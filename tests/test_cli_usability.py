@@ -154,7 +154,7 @@ def test_verilog_takes_design_parameters_and_documents_ports(tmp_path, capsys):
         assert (f"[{hi}:{lo}] {name}" if hi != lo else f"[{lo}] {name}") in gemm, name
     mma4 = (tmp_path / "mma4.v").read_text()
     beat = data.Layout.cast(Beat)
-    assert f"[{beat['last'].offset}] last" in mma4 and "input  [1026:0] i__payload" in mma4
+    assert f"[{beat['last'].offset}] last" in mma4 and f"input  [{beat.size - 1}:0] i__payload" in mma4
 
 
 @pytest.mark.parametrize("argv,msg", [

@@ -220,3 +220,12 @@ def test_tcore_gemm_lowprec_refusals(argv, msg, capsys):
     code = main(["gemm", *args, *argv, "--backend", "verilator"])
     err = capsys.readouterr().err
     assert code == 2 and msg in err, err
+
+
+def test_torch_fp8_gemm_through_gemm_top(capsys):
+    """A GEMM PyTorch itself ran on the H200 (``torch._scaled_mm``, E4M3, fast accumulation:
+    the plain wgmma chain) through the GEMM top's FP8 mode: every bit equal."""
+    code = main(["verify", str(SILICON / "torch" / "h200_torch_fp8_128x128x128.npz"),
+                 "--backend", "verilator", "--kernel", "e4m3_f32"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0 and out[-1] == "checked 16384 mismatches 0" and " clk" in out[0]
