@@ -17,7 +17,7 @@ from .dot import exact_round, finite_terms, fused_sum, round_output
 from .formats import FP16, FP32, Format, get_format, pow2_nominal, to_float
 
 __all__ = ["mma", "mma4", "MODES", "INSTRS", "IN_FORMATS", "INT_FORMATS", "check_operands",
-           "input_kind"]
+           "input_kind", "instr_of"]
 
 MODES = ("hopper", "ieee")
 INSTRS = ("mma", "wgmma")
@@ -39,6 +39,12 @@ _CHUNK = 16384
 def input_kind(fmt: str) -> str:
     """The datapath kind (:data:`numerics.KINDS`) of an input format name."""
     return {"e4m3": "fp8", "e5m2": "fp8", "s8": "int8", "u8": "int8"}.get(fmt, fmt)
+
+
+def instr_of(fmt: str) -> str:
+    """The instruction a tensor-core step of input format ``fmt`` is measured through:
+    ``"wgmma"`` for FP8 (``mma.sync`` FP8 is an emulation on sm_90), ``"mma"`` otherwise."""
+    return "wgmma" if input_kind(fmt) == "fp8" else "mma"
 
 
 def _out_dtype(out_fmt: str):
@@ -274,6 +280,5 @@ def mma4(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False, 
     if a.shape[-2:] != (4, want_k) or b.shape[-2:] != (want_k, 4) or c.shape[-2:] != (4, 4):
         raise ValueError(f"mma4 with {in_fmt} and fused={fused} takes a (..., 4, {want_k}), "
                          f"b (..., {want_k}, 4), c (..., 4, 4); not {a.shape}, {b.shape}, {c.shape}")
-    instr = "wgmma" if input_kind(in_fmt) == "fp8" else "mma"
-    return mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, arch=HOPPER, instr=instr,
+    return mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, arch=HOPPER, instr=instr_of(in_fmt),
                saturate=saturate)

@@ -20,7 +20,12 @@ RTL_KERNELS = ("f16_f32", "bf16_f32", "f16_f16", "tf32_f32", "e4m3_f32", "e5m2_f
 #: take every kernel of RTL_KERNELS.
 WARP_KERNELS = ("f16_f32", "bf16_f32", "f16_f16")
 #: K step (one Hopper block) per input format on the RTL.
-RTL_K_STEP = {"fp16": 16, "bf16": 16, "tf32": 8, "e4m3": 32, "e5m2": 32, "s8": 32, "u8": 32}
+def _k_steps():
+    from tb.images import GEMM_FORMATS      # (kind, element bytes, K step, B column-major)
+    return {fmt: v[2] for fmt, v in GEMM_FORMATS.items()}
+
+
+RTL_K_STEP = _k_steps()
 
 
 class BackendError(RuntimeError):

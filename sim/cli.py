@@ -383,9 +383,10 @@ def _gemm_lowprec(args, t0) -> int:
     except (SimError, ValueError) as e:
         raise CliError(str(e)) from None
     from golden import mma
+    from golden.mma import instr_of
     zero = np.zeros((args.m, args.n), np.uint16 if out_fmt == "fp16" else np.uint32)
     want = mma(a, b, zero, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt, saturate=acc == "s32sat",
-               instr="wgmma" if in_fmt in ("e4m3", "e5m2") else "mma")
+               instr=instr_of(in_fmt))
     mismatches = int((d != want).sum())
     if integer:
         ia = (a if in_fmt == "u8" else a.view(np.int8)).astype(np.int64)

@@ -70,7 +70,8 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
                          f"{m}x{n}x{k}")
     if not 1 <= cores <= 8:
         raise ValueError(f"--cores must be 1 to 8, not {cores}")
-    instr = "wgmma" if in_fmt in ("e4m3", "e5m2") else "mma"
+    from golden.mma import instr_of
+    instr = instr_of(in_fmt)
     if backend == "golden":
         from golden import mma
         t = time.perf_counter()

@@ -27,6 +27,7 @@ from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden import mma, mma4
+from golden.mma import instr_of
 from tb.beats import Mode, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
 from tb.handover import handover
 
@@ -367,7 +368,7 @@ async def groups_and_format_changes(dut):
     sizes = {}
     for g, ((a, b, c, mode), word) in enumerate(zip(groups, h.mon.words)):
         fmt = dict(in_fmt=mode.in_fmt, b_fmt=mode.b_fmt, out_fmt=mode.out_fmt, saturate=mode.saturate,
-                   instr="wgmma" if mode.in_fmt in ("e4m3", "e5m2") else "mma")
+                   instr=instr_of(mode.in_fmt))
         want = mma(a, b, c, **fmt).reshape(16)
         got = unpack_outputs([word], mode.acc_f16)[0]
         bad = np.flatnonzero(got != want)

@@ -35,6 +35,7 @@ from golden.wmma import Fragment, load_matrix_sync, mma_sync, store_matrix_sync
 from rtl.wmma import WmmaCmd
 from tb import memh
 from tb.beats import load_jobs
+from tb.images import GEMM_FORMATS
 from tb.handover import handover
 from tb.images import unpack_struct
 from tb.wmma_model import Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
@@ -170,7 +171,7 @@ def _mode_fields(mode, bf16):
     if mode is None:
         return {"fmt": int(bf16)}, 2
     alt = lambda f: int(f in ("e5m2", "u8"))
-    esize = {"tf32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1}.get(mode.in_fmt, 2)
+    esize = GEMM_FORMATS[mode.in_fmt][1]
     return {"fmt": mode.kind, "a_alt": alt(mode.in_fmt), "b_alt": alt(mode.b_fmt),
             "sat": int(mode.saturate)}, esize
 
