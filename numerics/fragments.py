@@ -23,6 +23,21 @@ l = 2*lane[3:2] + lane[0]:
 
 So a register file with one *entry* per block (16 per fragment) and one *column* per lane
 position (8 columns of two elements) gives the core a 4x4 block in one read of one entry.
+
+The other two WMMA shapes (measured, ``tests/data/silicon/h200_wmma_layouts_all_shapes.txt``)
+are made of the same pieces:
+
+* ``m32n8k16``: A (32x16) is two m16n16k16 A fragments one above the other (slots 0..7 rows
+  0..15, slots 8..15 rows 16..31: 16 distinct elements per lane); B (16x8) is the left half of
+  an m16n16k16 B (slots 0..3, repeated four times); the accumulator (32x8) holds rows 0..15 in
+  slots 0..3 and rows 16..31 in slots 4..7, each as the left half of an m16n16k16 accumulator.
+* ``m8n32k16`` is m32n8k16 transposed: its A, B and accumulator have exactly the lanes and
+  slots of m32n8k16's B, A and accumulator transposed (D^T = B^T A^T), row-major for
+  column-major, in every section of the measured file.
+
+So every element of the other shapes has a place in a 16x16 fragment of the register file
+(:func:`shape_place`): the lane that holds it there is the lane that holds it in the shape,
+and the slot is the same (plus 8 in the second fragment of a 32x16 pair).
 """
 
 from __future__ import annotations
@@ -33,6 +48,7 @@ __all__ = ["KINDS", "LANES", "SLOTS", "BLOCKS", "COLUMNS", "element_map", "lane_
            "position_of", "group_of", "block_place", "skew", "element_of"]
 
 KINDS = ("matrix_a", "matrix_b", "accumulator")
+SHAPES = {"m16n16k16": (16, 16, 16), "m32n8k16": (32, 8, 16), "m8n32k16": (8, 32, 16)}
 LANES, SLOTS = 32, 8        # 8 distinct slots per lane (matrix fragments repeat them as 8..15)
 BLOCKS = 16                 # 4x4 blocks of a 16x16 fragment: register-file entries
 COLUMNS = 8                 # lane positions in a group: register-file columns
@@ -43,9 +59,41 @@ def _check(kind):
         raise ValueError(f"Fragment kind must be one of {KINDS}, not {kind!r}")
 
 
-def element_map(kind: str) -> np.ndarray:
-    """(32, 8, 2) int array: the (row, col) each lane holds in each distinct slot."""
+def _check_shape(shape):
+    if shape not in SHAPES:
+        raise ValueError(f"WMMA shape must be one of {tuple(SHAPES)}, not {shape!r}")
+
+
+def dims(kind: str, shape: str = "m16n16k16") -> tuple[int, int]:
+    """(rows, columns) of a ``kind`` fragment of ``shape``: A is MxK, B KxN, C/D MxN."""
     _check(kind)
+    _check_shape(shape)
+    m, n, k = SHAPES[shape]
+    return {"matrix_a": (m, k), "matrix_b": (k, n), "accumulator": (m, n)}[kind]
+
+
+def distinct(kind: str, shape: str = "m16n16k16") -> int:
+    """Distinct elements per lane: rows * columns / 32 (16, 8 or 4)."""
+    r, c = dims(kind, shape)
+    return r * c // LANES
+
+
+def element_map(kind: str, shape: str = "m16n16k16") -> np.ndarray:
+    """(32, distinct, 2) int array: the (row, col) each lane holds in each distinct slot."""
+    _check(kind)
+    _check_shape(shape)
+    if shape == "m32n8k16":
+        base = element_map(kind)
+        if kind == "matrix_b":                      # the left half: slots 0..3
+            return base[:, :4].copy()
+        if kind == "matrix_a":                      # two fragments, one above the other
+            hi = base + np.array([16, 0])
+            return np.concatenate([base, hi], axis=1)
+        left = base[:, :4]                          # accumulator: rows 16..31 in slots 4..7
+        return np.concatenate([left, left + np.array([16, 0])], axis=1)
+    if shape == "m8n32k16":                         # m32n8k16 transposed, A and B swapped
+        other = {"matrix_a": "matrix_b", "matrix_b": "matrix_a"}.get(kind, kind)
+        return element_map(other, "m32n8k16")[..., ::-1].copy()
     lane = np.arange(LANES)[:, None]
     i = np.arange(SLOTS)[None, :]
     g, t = lane // 4, lane % 4
@@ -112,6 +160,29 @@ def lane_slot(kind: str, entry: int, column: int, half: int) -> tuple[int, int]:
     return lane_of(group_of(kind, br, bc), column), slot_of(kind, entry, half)
 
 
+def shape_place(shape: str, kind: str, row: int, col: int) -> tuple[str, int, int, int]:
+    """Where element (row, col) of a ``kind`` fragment of ``shape`` lives in the register file:
+    (kind of the 16x16 fragment, fragment offset 0 or 1, row, col in that fragment).
+
+    m32n8k16: A row r goes to fragment r // 16 of a pair, the accumulator's rows 16..31 to
+    columns 8..15; m8n32k16: the transpose of m32n8k16 (A into a B fragment, B into an A
+    pair, the accumulator transposed).
+    """
+    r, c = dims(kind, shape)
+    if not (0 <= row < r and 0 <= col < c):
+        raise ValueError(f"({row}, {col}) is outside a {r}x{c} {kind} of {shape}")
+    if shape == "m16n16k16":
+        return kind, 0, row, col
+    if shape == "m8n32k16":
+        other = {"matrix_a": "matrix_b", "matrix_b": "matrix_a"}.get(kind, kind)
+        return shape_place("m32n8k16", other, col, row)
+    if kind == "matrix_a":
+        return kind, row // 16, row % 16, col
+    if kind == "matrix_b":
+        return kind, 0, row, col
+    return kind, 0, row % 16, col + 8 * (row // 16)
+
+
 def skew(kind: str, entry: int) -> int:
     """The column skew of an entry: physical column = logical column XOR skew.
 
@@ -128,4 +199,4 @@ def skew(kind: str, entry: int) -> int:
     return 2 * (q & 1) + (q >> 1)
 
 
-__all__ += ["slot_of", "lane_slot"]
+__all__ += ["slot_of", "lane_slot", "SHAPES", "dims", "distinct", "shape_place"]

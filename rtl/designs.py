@@ -9,7 +9,8 @@ __all__ = ["DESIGNS", "LINT_PARAMS", "SYNTH_PARAMS", "make", "parameters", "to_v
 
 
 #: Each design: the module and top-level class, and the constructor arguments its build fixes.
-_CLASSES = {"mma4": ("mma4", "MMA4", {}), "fragments": ("fragments", "FragmentBank", {}),
+_CLASSES = {"mma4": ("mma4", "MMA4", {}), "mma4play": ("player", "BeatPlayer", {}),
+            "fragments": ("fragments", "FragmentBank", {}),
             "wmma": ("wmma", "WarpTop", {}),
             "gemm": ("gemm", "GemmTop", {}), "fp4dec": ("nvfp4", "Fp4Decoder", {"registered": True}),
             "fp4gemm": ("nvfp4", "Fp4GemmTop", {}), "axilregs": ("axil", "AxiLiteRegsTop", {}),
@@ -53,7 +54,7 @@ def make(name: str, **params):
 # the benches build (``sim.core`` and ``sim.gemm`` take their defaults from it; the GEMM and
 # warp memories grow from these sizes with the job).  SYNTH_PARAMS: what ``tcore synth``
 # places (the GEMM tops with a 64 KiB memory, which block RAMs hold once per read port).
-LINT_PARAMS = {"mma4": {}, "fragments": {"a_frags": 2, "b_frags": 2, "acc_frags": 2, "load_ports": 2},
+LINT_PARAMS = {"mma4": {}, "mma4play": {"depth": 2048}, "fragments": {"a_frags": 2, "b_frags": 2, "acc_frags": 2, "load_ports": 2},
                "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768},
                "fp4dec": {"lanes": 16}, "fp4gemm": {"cores": 1, "mem_words": 32768},
                "axilregs": {}, "soc": {}}

@@ -5,6 +5,11 @@ An mma_sync is 64 beats: for each output block (i, j) in row-major order, the fo
 s = 0..3 as one fused group (A block (i, s), B block (s, j), C block (i, j) with the first).
 The register file's reads are registered, so the feeder reads beat n + 1 while the core takes
 beat n: the core sees a beat every clock, the first one the clock after ``start``.
+
+The other WMMA shapes (``tall``: m32n8k16, and m8n32k16 run as its transpose) take the same 64
+beats over the 16 blocks of their accumulator fragment (rows 16..31 of the 32x8 at columns
+8..15, :mod:`numerics.fragments`): output block (i, j) reads A block (i, s) of fragment
+a + j // 2 (the pair) and B block (s, j % 2).
 """
 
 from amaranth import *
@@ -21,14 +26,14 @@ __all__ = ["BeatFeeder", "DrainD"]
 class BeatFeeder(wiring.Component):
     """Sends the 64 beats of an mma_sync from the register file to the core.
 
-    ``start`` (with ``a``, ``b``, ``c`` fragments and the flags) is taken when ``ready`` is
+    ``start`` (with ``a``, ``b``, ``c`` fragments, ``tall`` and the flags) is taken when ``ready`` is
     high; the read of beat 0 goes out in that same clock, so beat 0 reaches the core on the
     next.  ``ready`` is high when idle and in the clock the last beat is accepted (back-to-back
     mma_syncs leave no gap).  ``zero_c`` sends C = 0 (matmulT's ``fill_fragment(c, 0)``).
 
     Members
     -------
-    start, a, b, c, mode, zero_c : In
+    start, a, b, c, tall, mode, zero_c : In
     ready : Out(1)
     busy : Out(1), a beat is waiting for the core or still to be read
     accepted : Out(1), the core took a beat this clock; ``last``: it was the 64th
@@ -38,7 +43,7 @@ class BeatFeeder(wiring.Component):
 
     def __init__(self):
         super().__init__({
-            "start": In(1), "a": In(3), "b": In(3), "c": In(3),
+            "start": In(1), "a": In(3), "b": In(3), "c": In(3), "tall": In(1),
             "mode": In(Mode), "zero_c": In(1),
             "ready": Out(1), "busy": Out(1), "accepted": Out(1), "last": Out(1),
             "rd": Out(MmaReadSignature()),
@@ -48,7 +53,7 @@ class BeatFeeder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         frags = [Signal(3, name=n) for n in ("fa", "fb", "fc")]
-        mode, zero_c = Signal(Mode), Signal()
+        mode, zero_c, tall = Signal(Mode), Signal(), Signal()
         nxt = Signal(6)                 # the next beat to read: (i, j, s) = nxt[4:6], [2:4], [0:2]
         more = Signal()                 # beats left to read
         vld = Signal()                  # the read register holds a beat for the core
@@ -64,15 +69,16 @@ class BeatFeeder(wiring.Component):
         # register is empty).
         step = more & (accept | ~vld)
         idx = Mux(go, 0, nxt)
+        j, t = idx[2:4], Mux(go, self.tall, tall)
         m.d.comb += [
             rd.en.eq(go | step),
-            rd.a.eq(Mux(go, self.a, frags[0])), rd.b.eq(Mux(go, self.b, frags[1])),
+            rd.a.eq(Mux(go, self.a, frags[0]) + (t & j[1])), rd.b.eq(Mux(go, self.b, frags[1])),
             rd.c.eq(Mux(go, self.c, frags[2])),
-            rd.s.eq(idx[0:2]), rd.j.eq(idx[2:4]), rd.i.eq(idx[4:6]),
+            rd.s.eq(idx[0:2]), rd.j.eq(j), rd.jb.eq(Cat(j[0], j[1] & ~t)), rd.i.eq(idx[4:6]),
         ]
         with m.If(go):
             m.d.sync += [frags[0].eq(self.a), frags[1].eq(self.b), frags[2].eq(self.c),
-                         mode.eq(self.mode), zero_c.eq(self.zero_c),
+                         mode.eq(self.mode), zero_c.eq(self.zero_c), tall.eq(self.tall),
                          nxt.eq(1), more.eq(1), vld.eq(1), cur_s.eq(0), cur_last.eq(0)]
         with m.Elif(step):
             m.d.sync += [nxt.eq(nxt + 1), more.eq(nxt != 63), vld.eq(1), cur_s.eq(nxt[0:2]),

@@ -53,7 +53,7 @@ from amaranth.lib.wiring import In, Out
 
 from numerics import fragments as fl
 
-__all__ = ["Kind", "FragmentBank", "LoadSignature", "FillSignature", "MmaReadSignature",
+__all__ = ["Kind", "Shape", "FragmentBank", "LoadSignature", "FillSignature", "MmaReadSignature",
            "MmaWriteSignature", "StoreSignature", "LANES", "SLOTS", "MATRIX_A", "MATRIX_B",
            "ACCUMULATOR", "WORD_BITS", "host_port"]
 
@@ -83,16 +83,44 @@ MATRIX_A, MATRIX_B, ACCUMULATOR = Kind.MATRIX_A, Kind.MATRIX_B, Kind.ACCUMULATOR
 _NAMES = {MATRIX_A: "matrix_a", MATRIX_B: "matrix_b", ACCUMULATOR: "accumulator"}
 
 
+class Shape(enum.Enum, shape=2):
+    """WMMA shapes (the command's ``shape`` codes).  The other two shapes live in the same
+    16x16 entries (:func:`numerics.fragments.shape_place`): an m32n8k16 A is a *pair* of A
+    fragments (f and f + 1), its B the left half of a B fragment, its accumulator one
+    accumulator fragment; m8n32k16 is m32n8k16 transposed (its A in a B fragment, its B in an
+    A pair)."""
+    M16N16K16 = 0
+    M32N8K16 = 1
+    M8N32K16 = 2
+
+
+def storage_kind(shape, kind):
+    """The kind code of the register-file fragment that holds a ``kind`` fragment of
+    ``shape`` (plain Amaranth values of the codes): m8n32k16 keeps A in a B fragment and B
+    in an A fragment."""
+    swap = (shape == Shape.M8N32K16.value) & (kind != ACCUMULATOR.value)
+    return Mux(swap, Mux(kind == MATRIX_A.value, MATRIX_B.value, MATRIX_A.value), kind)
+
+
+def is_pair(shape, kind):
+    """The fragment takes two A fragments, f and f + 1 (m32n8k16's A, m8n32k16's B); plain
+    values of the codes."""
+    return (((shape == Shape.M32N8K16.value) & (kind == MATRIX_A.value)) |
+            ((shape == Shape.M8N32K16.value) & (kind == MATRIX_B.value)))
+
+
 # ---- port signatures (members as the bank's user drives them) --------------------------------
 
 class LoadSignature(wiring.Signature):
     """load_matrix_sync, one memory word per clock: word ``word`` of line ``line`` (a row when
-    row-major, a column when ``col``) of fragment ``frag`` of ``kind``; ``f16`` marks 16-bit
-    accumulator elements (8 per word, else 4 FP32).  Written at the clock edge."""
+    row-major, a column when ``col``) of fragment ``frag`` of ``kind`` and shape ``mnk``; ``f16``
+    marks 16-bit accumulator elements (8 per word, else 4 FP32).  Written at the clock edge.
+    A line has 16 elements in m16n16k16; the other shapes have 8 to 32 lines of 8 to 32."""
 
     def __init__(self):
-        super().__init__({"en": Out(1), "kind": Out(Kind), "col": Out(1), "f16": Out(1),
-                          "frag": Out(3), "line": Out(4), "word": Out(2), "data": Out(WORD_BITS)})
+        super().__init__({"en": Out(1), "kind": Out(Kind), "mnk": Out(Shape), "col": Out(1),
+                          "f16": Out(1), "frag": Out(3), "line": Out(5), "word": Out(3),
+                          "data": Out(WORD_BITS)})
 
 
 class FillSignature(wiring.Signature):
@@ -106,13 +134,14 @@ class FillSignature(wiring.Signature):
 
 class MmaReadSignature(wiring.Signature):
     """The core's beat for output block (``i``, ``j``) and k slice ``s`` of fragments ``a``,
-    ``b`` (matrix) and ``c`` (accumulator): A[4i+r][4s+k] at 4r+k, B[4s+k][4j+c] at 4k+c,
-    C[4i+r][4j+c] at 4r+c.  ``en`` takes the address; the beat comes one clock later and is
-    held until the next ``en``."""
+    ``b`` (matrix) and ``c`` (accumulator): A[4i+r][4s+k] at 4r+k, B[4s+k][4jb+c] at 4k+c,
+    C[4i+r][4j+c] at 4r+c (``jb`` = ``j`` but in the other shapes, whose B is 8 wide).
+    ``en`` takes the address; the beat comes one clock later and is held until the next
+    ``en``."""
 
     def __init__(self):
         super().__init__({"en": Out(1), "a": Out(3), "b": Out(3), "c": Out(3),
-                          "i": Out(2), "j": Out(2), "s": Out(2),
+                          "i": Out(2), "j": Out(2), "jb": Out(2), "s": Out(2),
                           "beat_a": In(data.ArrayLayout(16, 16)),
                           "beat_b": In(data.ArrayLayout(16, 16)),
                           "beat_c": In(data.ArrayLayout(32, 16))})
@@ -129,12 +158,12 @@ class MmaWriteSignature(wiring.Signature):
 
 class StoreSignature(wiring.Signature):
     """store_matrix_sync: ``en`` asks for word ``word`` of line ``line`` of accumulator
-    ``frag`` (``col``-major, ``f16`` elements); ``data`` comes one clock later, held until the
-    next ``en``."""
+    ``frag`` of shape ``mnk`` (``col``-major, ``f16`` elements); ``data`` comes one clock later,
+    held until the next ``en``."""
 
     def __init__(self):
-        super().__init__({"en": Out(1), "frag": Out(3), "col": Out(1), "f16": Out(1),
-                          "line": Out(4), "word": Out(2), "data": In(WORD_BITS)})
+        super().__init__({"en": Out(1), "frag": Out(3), "mnk": Out(Shape), "col": Out(1),
+                          "f16": Out(1), "line": Out(5), "word": Out(3), "data": In(WORD_BITS)})
 
 
 # ---- tables: a mux made from the shared map, keyed only by the bits it depends on ------------
@@ -208,6 +237,43 @@ def _word_elements(kind, col, f16, line, word):
     return out
 
 
+def _square_word(m, name, shape, kind, col, f16, line, word):
+    """Where word ``word`` of line ``line`` of a ``shape`` fragment lives in the 16x16 entries
+    (:func:`numerics.fragments.shape_place`, done on the word's coordinates): ``(kind,
+    fragment offset, col, line, word)`` of the 16x16 fragment that the bank's tables take.
+
+    m8n32k16 is m32n8k16 transposed: its matrix kinds swap and its layout flips.  Then, for
+    m32n8k16: A row r of 32 goes to fragment r[4] of the pair, a column's words 2, 3 (rows
+    16..31) to the second fragment; B (16x8) is the left half of a B fragment, word for word;
+    the accumulator's rows 16..31 are columns 8..15 of its 16x16 fragment.  ``kind`` and
+    ``shape`` are plain values (``Kind``, ``Shape`` codes).
+    """
+    skind, off = Signal(Kind, name=f"{name}_skind"), Signal(name=f"{name}_off")
+    scol, sline, sword = Signal(name=f"{name}_scol"), Signal(4, name=f"{name}_sline"), \
+        Signal(2, name=f"{name}_sword")
+    flip = shape == Shape.M8N32K16.value
+    swap = flip & (kind != ACCUMULATOR.value)
+    m.d.comb += [skind.eq(Mux(swap, Mux(kind == MATRIX_A.value, MATRIX_B, MATRIX_A), kind)),
+                 scol.eq(col ^ flip), off.eq(0), sline.eq(line[:4]), sword.eq(word[:2])]
+    with m.If(shape != Shape.M16N16K16.value):
+        with m.Switch(skind):
+            with m.Case(MATRIX_A):              # 32x16: a pair of fragments
+                with m.If(scol):
+                    m.d.comb += [off.eq(word[1]), sword.eq(word[0])]
+                with m.Else():
+                    m.d.comb += off.eq(line[4])
+            with m.Case(ACCUMULATOR):           # 32x8: rows 16..31 at columns 8..15
+                with m.If(~scol & f16):
+                    m.d.comb += sword.eq(line[4])
+                with m.Elif(~scol):
+                    m.d.comb += sword.eq(Cat(word[0], line[4]))
+                with m.Elif(f16):
+                    m.d.comb += [sline.eq(Cat(line[:3], word[1])), sword.eq(word[0])]
+                with m.Else():
+                    m.d.comb += [sline.eq(Cat(line[:3], word[2])), sword.eq(word[:2])]
+    return skind, off, scol, sline, sword
+
+
 def _place(kind, rc):
     """(entry, physical column, half) of element rc."""
     entry, lcol, half = fl.block_place(_NAMES[kind], *rc)
@@ -266,22 +332,30 @@ class FragmentBank(wiring.Component):
         return self._frags[Kind(kind)]
 
     # The lane/slot map, as the storage holds it: what ``tcore layout`` reads out.
-    def locate(self, kind, frag: int, lane: int, slot: int) -> tuple[memory.Memory, int, int, int]:
-        """(column memory, row address, bit offset, width) of ``slot`` of ``lane``."""
-        kind = Kind(kind)
-        for entry in range(ENTRIES):
-            for lcol in range(COLUMNS):
-                for half in (0, 1):
-                    if fl.lane_slot(_NAMES[kind], entry, lcol, half) == (lane, slot):
-                        p = lcol ^ fl.skew(_NAMES[kind], entry)
-                        w = _elem_bits(kind)
-                        return self.columns[kind][p], ENTRIES * frag + entry, w * half, w
-        raise ValueError(f"no slot {slot} in lane {lane}")
+    def locate(self, kind, frag: int, lane: int, slot: int,
+               shape: str = "m16n16k16") -> tuple[memory.Memory, int, int, int]:
+        """(column memory, row address, bit offset, width) of ``slot`` of ``lane`` of fragment
+        ``frag`` of ``shape`` (slots 0..num_elements - 1; matrix slots repeat past the
+        distinct ones)."""
+        name = _NAMES[Kind(kind)]
+        rc = fl.element_map(name, shape)
+        if not (0 <= lane < LANES and 0 <= slot < (8 if name == "accumulator" else 16)):
+            raise ValueError(f"no slot {slot} in lane {lane}")
+        sname, off, r, c = fl.shape_place(shape, name, *map(int, rc[lane, slot % rc.shape[1]]))
+        skind = {v: k for k, v in _NAMES.items()}[sname]
+        entry, lcol, half = fl.block_place(sname, r, c)
+        p = lcol ^ fl.skew(sname, entry)
+        w = _elem_bits(skind)
+        return self.columns[skind][p], ENTRIES * (frag + off) + entry, w * half, w
 
     def elaborate(self, platform):
         m = Module()
         modes = [(c, f) for c in ((0, 1) if self._col else (0,))
                  for f in ((0, 1) if self._f16 else (0,))]
+        # Each load port's word in the 16x16 entries (the other shapes' translation).
+        self._sq = [_square_word(m, f"ld{n}", port.mnk.as_value(), port.kind.as_value(),
+                                 port.col, port.f16, port.line, port.word)
+                    for n, port in enumerate(self.load)]
         for kind, cols in self.columns.items():
             for p, mem in enumerate(cols):
                 m.submodules[f"{_NAMES[kind]}_col{p}"] = mem
@@ -319,8 +393,9 @@ class FragmentBank(wiring.Component):
                     _lookup(m, [(wr.i, 2), (wr.j, 2)],
                             lambda i, j: fl.skew(name, 4 * i + j), wb)
         # Loads.
-        for port in reversed(self.load):      # port 0 last: it wins
-            with m.If(port.en & (port.kind == kind)):
+        for port, sq in reversed(list(zip(self.load, self._sq))):    # port 0 last: it wins
+            skind, off, scol, sline, sword = sq
+            with m.If(port.en & (skind == kind)):
                 for p, wp in enumerate(wports):
                     def fn(col, f16, line, word, p=p):
                         if kind != ACCUMULATOR:
@@ -338,13 +413,13 @@ class FragmentBank(wiring.Component):
                                 out[half] = (off, w)
                                 entry = e
                         return entry, tuple(out)
-                    key = [(port.col, 1), (port.f16, 1), (port.line, 4), (port.word, 2)]
+                    key = [(scol, 1), (port.f16, 1), (sline, 4), (sword, 2)]
                     # Whole-signal assignments only: Icarus never evaluates a partial
                     # "always @*" whose inputs do not change after time 0.
                     entry = Signal(4, name=f"{name}_ld{p}_entry")
                     _lookup(m, key, lambda *k, fn=fn: None if fn(*k) is None or fn(*k)[0] is None
                             else fn(*k)[0], lambda e, entry=entry: entry.eq(e))
-                    m.d.comb += wp.addr.eq(self._addr(kind, port.frag, entry))
+                    m.d.comb += wp.addr.eq(self._addr(kind, (port.frag + off)[:3], entry))
                     for half in (0, 1):
                         def src(*k, fn=fn, half=half):
                             r = fn(*k)          # None: no such word; "off": not written
@@ -366,7 +441,7 @@ class FragmentBank(wiring.Component):
         rd = self.mma_rd
         for kind, beat, frag, entry in (
                 (MATRIX_A, rd.beat_a, rd.a, Cat(rd.s, rd.i)),
-                (MATRIX_B, rd.beat_b, rd.b, Cat(rd.j, rd.s)),
+                (MATRIX_B, rd.beat_b, rd.b, Cat(rd.jb, rd.s)),
                 (ACCUMULATOR, rd.beat_c, rd.c, Cat(rd.j, rd.i))):
             name = _NAMES[kind]
             eb = _elem_bits(kind)
@@ -393,7 +468,10 @@ class FragmentBank(wiring.Component):
         st = self.store
         kind, name = ACCUMULATOR, "accumulator"
         ports = [mem.read_port(transparent_for=()) for mem in self.columns[kind]]
-        key = [(st.col, 1), (st.f16, 1), (st.line, 4), (st.word, 2)]
+        _, _, scol, sline, sword = _square_word(m, "st", st.mnk.as_value(),
+                                                C(ACCUMULATOR.value, 2), st.col, st.f16,
+                                                st.line, st.word)
+        key = [(scol, 1), (st.f16, 1), (sline, 4), (sword, 2)]
 
         def entry_of(p):
             def fn(col, f16, line, word):
@@ -413,7 +491,7 @@ class FragmentBank(wiring.Component):
             m.d.comb += [rp.en.eq(st.en), rp.addr.eq(self._addr(kind, st.frag, entry))]
         # The word assembled from the held column data: 16-bit chunks.
         held = [Signal.like(v, name=f"st_held_{n}") for v, n in
-                ((st.col, "col"), (st.f16, "f16"), (st.line, "line"), (st.word, "word"))]
+                ((scol, "col"), (st.f16, "f16"), (sline, "line"), (sword, "word"))]
         with m.If(st.en):
             m.d.sync += [h.eq(v) for h, (v, _) in zip(held, key)]
         hkey = [(h, w) for h, (_, w) in zip(held, key)]

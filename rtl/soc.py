@@ -298,7 +298,8 @@ class TileWorker(wiring.Component):
                              cmd.fa.eq(fa), cmd.fb.eq(fb), cmd.fc.eq(fc),
                              cmd.fmt.eq(Mux(cfg.bf16, InKind.BF16, InKind.FP16)),
                              cmd.a_alt.eq(0), cmd.b_alt.eq(0), cmd.sat.eq(0),
-                             cmd.acc_f16.eq(cfg.acc_f16), cmd.value.eq(0), cmd.col_major.eq(0)]
+                             cmd.acc_f16.eq(cfg.acc_f16), cmd.value.eq(0), cmd.col_major.eq(0),
+                             cmd.mnk.eq(0)]
                 with m.If(warp.cmd.ready):
                     m.next = f"{name}_W"
             with m.State(f"{name}_W"):

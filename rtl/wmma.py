@@ -8,11 +8,12 @@ from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .feeder import BeatFeeder, DrainD
-from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, Kind, host_port
+from .fragments import (ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, Kind, Shape,
+                        host_port, is_pair, storage_kind)
 from .formats import Kind as InKind
 from .mma4 import MMA4
 
-__all__ = ["Op", "Kind", "WmmaCmd", "WmmaResp", "WmmaSequencer", "WarpTop", "WORD_BITS"]
+__all__ = ["Op", "Kind", "Shape", "WmmaCmd", "WmmaResp", "WmmaSequencer", "WarpTop", "WORD_BITS"]
 
 
 class Op(enum.Enum, shape=2):
@@ -43,6 +44,11 @@ class WmmaCmd(data.Struct):
         MMA: A / B are E5M2 (FP8) or U8 (INT8); INT8 saturates (:class:`rtl.formats.Mode`).
     acc_f16 : 1
         Accumulator elements are FP16 (load/store: 16-bit in memory; MMA: C and D FP16).
+    mnk : rtl.fragments.Shape
+        The WMMA shape.  Fill/load/store/MMA: m16n16k16, or m32n8k16 / m8n32k16 (FP16/BF16 only).  An
+        m32n8k16 matrix_a and an m8n32k16 matrix_b take fragments ``frag`` and ``frag + 1``
+        of the matrix bank (a pair, like a GPU's 64-bit register pair); an mma_sync of those
+        shapes names the pair by its first fragment.
     frag : 3
         Fill/load/store fragment; MMA: d.  Matrix kinds index the matrix bank, the
         accumulator kind the accumulator bank.
@@ -66,6 +72,7 @@ class WmmaCmd(data.Struct):
     b_alt: 1
     sat: 1
     acc_f16: 1
+    mnk: Shape
     frag: 3
     fa: 3
     fb: 3
@@ -89,10 +96,11 @@ class WmmaResp(data.Struct):
 class WmmaSequencer(wiring.Component):
     """Executes WMMA commands in order on two units that run concurrently.
 
-    The *memory unit* runs fill (16 clocks: one register-file entry per clock),
-    load_matrix_sync (one 128-bit word per clock: 32 clocks for a 16-bit fragment, 64 for
-    FP32) and store_matrix_sync (likewise, plus one clock: the register file's reads are
-    registered).  The *MMA unit* runs mma_sync: 64 beats of the 4x4x4 core, one per clock
+    The *memory unit* runs fill (16 clocks: one register-file entry per clock; 32 for a pair),
+    load_matrix_sync (one 128-bit word per clock: 32 clocks for a 16-bit 16x16 fragment, 64
+    for FP32; 64 for the 32x16 of the other shapes, 16 for their 16x8) and store_matrix_sync
+    (likewise, plus one clock: the register file's reads are registered).  The other shapes'
+    mma_sync is the same 64 beats (their 32x8 accumulator is 16 blocks too).  The *MMA unit* runs mma_sync: 64 beats of the 4x4x4 core, one per clock
     (:class:`rtl.feeder.BeatFeeder`), D written back as each 4x4 block leaves the core:
     occupancy 64 clocks plus the core's latency.  A command issues as soon as its unit is free
     and it does not touch a fragment the other unit is using, so the next loads overlap an
@@ -146,16 +154,23 @@ class WmmaSequencer(wiring.Component):
         cmd = self.cmd.payload
 
         # ---- unit state -------------------------------------------------------------------
+        nm_bits = max(1, (self._nm - 1).bit_length())
         mem_busy, mma_busy = Signal(), Signal()
         mem_op, mem_kind, mem_frag = Signal(Op), Signal(Kind), Signal(3)
-        mma_a, mma_b, mma_c, mma_d = Signal(3), Signal(3), Signal(3), Signal(3)
-        frag_is_b = Signal(self._nm)          # kind each matrix fragment was loaded as
+        mma_c, mma_d = Signal(3), Signal(3)
+        mma_reads = Signal(self._nm)            # matrix fragments the running mma_sync reads
+        mem_writes = Signal(self._nm)           # matrix fragments the running fill/load writes
+        frag_is_b = Signal(self._nm)            # storage kind of each matrix fragment
+        frag_shape = Array(Signal(2, name=f"frag{f}_shape") for f in range(self._nm))
+
+        def onehot(f):
+            """The matrix fragment f as a mask (none if f is past the bank)."""
+            return Cat(f == n for n in range(self._nm))
 
         # ---- legality ----------------------------------------------------------------------
         is_acc = cmd.kind == ACCUMULATOR
         kind_ok = (cmd.kind == MATRIX_A) | (cmd.kind == MATRIX_B) | is_acc
         esize32 = is_acc & ~cmd.acc_f16
-        words_per_line = Mux(esize32, 4, 2)
         # A and B: 16 lines of 32 bytes in every kind; ldm counts the kind's elements.
         bytes8 = ~is_acc & ((cmd.fmt == InKind.FP8) | (cmd.fmt == InKind.INT8))
         bytes4 = ~is_acc & (cmd.fmt == InKind.TF32)
@@ -167,28 +182,64 @@ class WmmaSequencer(wiring.Component):
         # The other kinds' fragments hold k-consecutive bytes: A by rows, B by columns.
         narrow = bytes8 | bytes4
         layout_ok = ~narrow | Mux(cmd.kind == MATRIX_B, cmd.col_major, ~cmd.col_major)
+        # The other shapes: FP16/BF16 only (CUDA's shapes for them), a pair within the bank.
+        shape = cmd.mnk
+        square = shape == Shape.M16N16K16
+        pair = is_pair(shape.as_value(), cmd.kind.as_value())
+        shape_ok = (shape.as_value() <= Shape.M8N32K16.value) & (
+            square | (is_acc & (cmd.op != Op.MMA)) | (cmd.fmt.as_value() <= InKind.BF16.value))
+        # The matrix in memory: log2 of its rows and columns, then of its lines and of the
+        # 128-bit words of a line (8 16-bit or 4 FP32 elements; A and B lines are 32 bytes in
+        # every kind of m16n16k16).
+        rlog, clog = Signal(3), Signal(3)
+        dims = {Shape.M16N16K16: ((4, 4), (4, 4), (4, 4)),
+                Shape.M32N8K16: ((5, 4), (4, 3), (5, 3)),
+                Shape.M8N32K16: ((3, 4), (4, 5), (3, 5))}
+        m.d.comb += [rlog.eq(4), clog.eq(4)]
+        for sh, per_kind in dims.items():
+            for kd, (r, c) in zip((MATRIX_A, MATRIX_B, ACCUMULATOR), per_kind):
+                with m.If((shape == sh) & (cmd.kind == kd)):
+                    m.d.comb += [rlog.eq(r), clog.eq(c)]
+        lines_log, wpl_log = Signal(3), Signal(2)
+        m.d.comb += [lines_log.eq(Mux(cmd.col_major, clog, rlog)),
+                     wpl_log.eq(Mux(cmd.col_major, rlog, clog) + esize32 - 3)]
+        lines_m1 = Signal(5)
+        wpl_m1 = Signal(3)
+        m.d.comb += [lines_m1.eq((1 << lines_log) - 1), wpl_m1.eq((1 << wpl_log) - 1)]
         base = cmd.addr >> 4
-        last_word = base + (stride.shift_left(4) - stride) + words_per_line - 1
+        span = Mux(lines_log == 3, stride.shift_left(3),
+                   Mux(lines_log == 4, stride.shift_left(4), stride.shift_left(5))) - stride
+        last_word = base + span + wpl_m1
         in_range = last_word < self._mem_words
-        frag_ok = Mux(is_acc, cmd.frag < self._nc, cmd.frag < self._nm)
+        frag_ok = Mux(is_acc, cmd.frag < self._nc, (cmd.frag + pair) < self._nm)
         mem_legal = Signal()
         with m.Switch(cmd.op):
             with m.Case(Op.FILL):
-                m.d.comb += mem_legal.eq(frag_ok & kind_ok)
+                m.d.comb += mem_legal.eq(frag_ok & kind_ok & shape_ok)
             with m.Case(Op.LOAD):
-                m.d.comb += mem_legal.eq(frag_ok & kind_ok & step_ok & layout_ok &
+                m.d.comb += mem_legal.eq(frag_ok & kind_ok & step_ok & layout_ok & shape_ok &
                                          (cmd.addr[:5] == 0) & in_range)
             with m.Case(Op.STORE):
-                m.d.comb += mem_legal.eq(is_acc & (cmd.frag < self._nc) &
+                m.d.comb += mem_legal.eq(is_acc & (cmd.frag < self._nc) & shape_ok &
                                          step_ok & (cmd.addr[:5] == 0) & in_range)
             with m.Default():           # MMA: checked by mma_legal
                 m.d.comb += mem_legal.eq(0)
-        fa_b = Array(frag_is_b)[cmd.fa[:max(1, (self._nm - 1).bit_length())]]
-        fb_b = Array(frag_is_b)[cmd.fb[:max(1, (self._nm - 1).bit_length())]]
+        # mma_sync: the core reads A from fragment pa (and pa + 1 in the other shapes) and B
+        # from pb; m8n32k16 keeps its A in a B fragment and its B in an A pair (D^T = B^T A^T).
+        flip = shape == Shape.M8N32K16
+        pa = Mux(flip, cmd.fb, cmd.fa)
+        pb = Mux(flip, cmd.fa, cmd.fb)
+        is_b = Array(frag_is_b)
         f16_ok = (cmd.fmt == InKind.FP16) | (cmd.fmt == InKind.FP8)    # kinds with FP16 C/D
         mma_legal = ((cmd.fa < self._nm) & (cmd.fb < self._nm) & (cmd.fc < self._nc) &
-                     (cmd.frag < self._nc) & ~fa_b & fb_b & (cmd.fmt.as_value() <= InKind.INT8.value) &
-                     (~cmd.acc_f16 | f16_ok))
+                     (cmd.frag < self._nc) & shape_ok & ((pa + ~square) < self._nm) &
+                     ~is_b[pa[:nm_bits]] & is_b[pb[:nm_bits]] &
+                     (square | ~is_b[(pa + 1)[:nm_bits]]) &
+                     (frag_shape[cmd.fa[:nm_bits]] == shape.as_value()) &
+                     (frag_shape[cmd.fb[:nm_bits]] == shape.as_value()) &
+                     (cmd.fmt.as_value() <= InKind.INT8.value) & (~cmd.acc_f16 | f16_ok))
+        cmd_writes = Mux(pair, onehot(cmd.frag) | onehot(cmd.frag + 1), onehot(cmd.frag))
+        cmd_reads = onehot(pa) | onehot(pb) | Mux(square, 0, onehot(pa + 1))
 
         # ---- hazards against the other unit's in-flight operation --------------------------
         fills_or_loads = (cmd.op == Op.FILL) | (cmd.op == Op.LOAD)
@@ -197,14 +248,14 @@ class WmmaSequencer(wiring.Component):
         # A and B are read only while beats are fed; C and D until the response.  The D
         # write-back owns the accumulator columns' write port while an mma_sync runs.
         mem_conflict = (
-            (feeder.busy & writes_matrix & ((cmd.frag == mma_a) | (cmd.frag == mma_b))) |
+            (feeder.busy & writes_matrix & (cmd_writes & mma_reads).any()) |
             (mma_busy & writes_acc) |
             (mma_busy & (cmd.op == Op.STORE) & (cmd.frag == mma_d)))
         mem_fills_or_loads = (mem_op == Op.FILL) | (mem_op == Op.LOAD)
         mem_writes_matrix = mem_fills_or_loads & (mem_kind != ACCUMULATOR)
         mem_writes_acc = mem_fills_or_loads & (mem_kind == ACCUMULATOR)
         mma_conflict = mem_busy & (
-            (mem_writes_matrix & ((mem_frag == cmd.fa) | (mem_frag == cmd.fb))) |
+            (mem_writes_matrix & (mem_writes & cmd_reads).any()) |
             mem_writes_acc |
             ((mem_op == Op.STORE) & (mem_frag == cmd.frag)))
 
@@ -228,22 +279,23 @@ class WmmaSequencer(wiring.Component):
         mem_resp_taken = self.resp.ready & mem_done & ~mma_done
 
         # ---- memory unit -------------------------------------------------------------------
-        line, word = Signal(4), Signal(2)
+        line, word = Signal(5), Signal(3)
         line_base = Signal(32)
-        m_stride, m_wpl = Signal(16), Signal(3)
-        m_col, m_f16, m_value = Signal(), Signal(), Signal(32)
+        m_stride, m_wpl_m1, m_lines_m1 = Signal(16), Signal(3), Signal(5)
+        m_col, m_f16, m_value, m_shape, m_pair = Signal(), Signal(), Signal(32), Signal(Shape), Signal()
         rd_pending = Signal()                     # a read issued last clock: its data is here now
-        rd_line, rd_word, rd_last = Signal(4), Signal(2), Signal()
+        rd_line, rd_word, rd_last = Signal(5), Signal(3), Signal()
         st_active, rd_active, fill_active = Signal(), Signal(), Signal()
         st_pending, st_addr, st_last = Signal(), Signal.like(self.mem_wr_addr), Signal()
-        fill_entry = Signal(4)
+        fill_entry = Signal(5)
 
         with m.If(issue & ~is_mma):
             m.d.sync += [mem_op.eq(cmd.op), mem_kind.eq(cmd.kind), mem_frag.eq(cmd.frag),
                          mem_tag.eq(cmd.tag), mem_busy.eq(1), line.eq(0), word.eq(0),
-                         line_base.eq(base), m_stride.eq(stride), m_wpl.eq(words_per_line),
+                         line_base.eq(base), m_stride.eq(stride), m_wpl_m1.eq(wpl_m1),
+                         m_lines_m1.eq(lines_m1), m_shape.eq(shape), m_pair.eq(pair),
                          m_col.eq(cmd.col_major), m_f16.eq(cmd.acc_f16), m_value.eq(cmd.value),
-                         fill_entry.eq(0)]
+                         fill_entry.eq(0), mem_writes.eq(Mux(writes_matrix, cmd_writes, 0))]
             with m.If(~mem_legal):
                 m.d.sync += [mem_err.eq(1), mem_done.eq(1)]
             with m.Else():
@@ -254,27 +306,30 @@ class WmmaSequencer(wiring.Component):
                     m.d.sync += rd_active.eq(1)
                 with m.Else():
                     m.d.sync += st_active.eq(1)
-                with m.If(fills_or_loads & ~is_acc):
+                with m.If(writes_matrix):
+                    skind = storage_kind(shape.as_value(), cmd.kind.as_value())
                     for f in range(self._nm):
-                        with m.If(cmd.frag == f):
-                            m.d.sync += frag_is_b[f].eq(cmd.kind == MATRIX_B)
+                        with m.If(cmd_writes[f]):
+                            m.d.sync += [frag_is_b[f].eq(skind == MATRIX_B.value),
+                                         frag_shape[f].eq(shape.as_value())]
 
         cur_addr = line_base + word
-        last_beat = (line == 15) & (word == m_wpl - 1)
+        last_beat = (line == m_lines_m1) & (word == m_wpl_m1)
 
         def advance():
-            with m.If(word == m_wpl - 1):
+            with m.If(word == m_wpl_m1):
                 m.d.sync += [word.eq(0), line.eq(line + 1), line_base.eq(line_base + m_stride)]
             with m.Else():
                 m.d.sync += word.eq(word + 1)
 
         # Fill: one register-file entry per clock.
         with m.If(fill_active):
-            m.d.comb += [bank.fill.en.eq(1), bank.fill.kind.eq(mem_kind),
-                         bank.fill.frag.eq(mem_frag), bank.fill.entry.eq(fill_entry),
+            m.d.comb += [bank.fill.en.eq(1),
+                         bank.fill.kind.eq(storage_kind(m_shape.as_value(), mem_kind.as_value())),
+                         bank.fill.frag.eq(mem_frag + fill_entry[4]), bank.fill.entry.eq(fill_entry[:4]),
                          bank.fill.value.eq(m_value)]
             m.d.sync += fill_entry.eq(fill_entry + 1)
-            with m.If(fill_entry == 15):
+            with m.If(fill_entry == Mux(m_pair, 31, 15)):
                 m.d.sync += [fill_active.eq(0), mem_done.eq(1)]
         # Load: address phase, then data phase one clock later into the bank.
         m.d.sync += rd_pending.eq(0)
@@ -286,13 +341,14 @@ class WmmaSequencer(wiring.Component):
                 m.d.sync += rd_active.eq(0)
         with m.If(rd_pending):
             lw = bank.load[0]
-            m.d.comb += [lw.en.eq(1), lw.kind.eq(mem_kind), lw.col.eq(m_col), lw.f16.eq(m_f16),
+            m.d.comb += [lw.en.eq(1), lw.kind.eq(mem_kind), lw.mnk.eq(m_shape),
+                         lw.col.eq(m_col), lw.f16.eq(m_f16),
                          lw.frag.eq(mem_frag), lw.line.eq(rd_line), lw.word.eq(rd_word),
                          lw.data.eq(self.mem_rd_data)]
             with m.If(rd_last):
                 m.d.sync += mem_done.eq(1)
         # Store: read the register file (data one clock later), write memory, a word a clock.
-        m.d.comb += [bank.store.frag.eq(mem_frag), bank.store.col.eq(m_col),
+        m.d.comb += [bank.store.frag.eq(mem_frag), bank.store.col.eq(m_col), bank.store.mnk.eq(m_shape),
                      bank.store.f16.eq(m_f16), bank.store.line.eq(line), bank.store.word.eq(word)]
         m.d.sync += st_pending.eq(0)
         with m.If(st_active):
@@ -316,8 +372,8 @@ class WmmaSequencer(wiring.Component):
             with m.Else():
                 m.d.comb += feeder.start.eq(1)
                 m.d.sync += [mma_busy.eq(1), mma_tag.eq(cmd.tag), mma_err.eq(0),
-                             mma_a.eq(cmd.fa), mma_b.eq(cmd.fb), mma_c.eq(cmd.fc), mma_d.eq(cmd.frag)]
-        m.d.comb += [feeder.a.eq(cmd.fa), feeder.b.eq(cmd.fb), feeder.c.eq(cmd.fc),
+                             mma_reads.eq(cmd_reads), mma_c.eq(cmd.fc), mma_d.eq(cmd.frag)]
+        m.d.comb += [feeder.a.eq(pa), feeder.b.eq(pb), feeder.c.eq(cmd.fc), feeder.tall.eq(~square),
                      feeder.mode.kind.eq(cmd.fmt), feeder.mode.acc_f16.eq(cmd.acc_f16),
                      feeder.mode.a_alt.eq(cmd.a_alt), feeder.mode.b_alt.eq(cmd.b_alt),
                      feeder.mode.sat.eq(cmd.sat), feeder.zero_c.eq(0),

@@ -623,14 +623,15 @@ def cmd_probe(args) -> int:
 # -- layout ---------------------------------------------------------------------------------------
 
 def cmd_layout(args) -> int:
-    from sim.layout import rtl_layout
+    from sim.layout import NOTE, rtl_layout
 
-    lay = rtl_layout()
+    lay = rtl_layout(args.shape)
     if args.json:
         print(json.dumps(lay))
     else:
+        note = NOTE[None if args.shape is None else "shape"]
         for heading, lanes in lay.items():
-            print(f"# {heading} num_elements={len(lanes[0])} (value = storage index in the 16x16 buffer)")
+            print(f"# {heading} num_elements={len(lanes[0])} {note}")
             for lane, slots in enumerate(lanes):
                 print(f"lane {lane:2d}: " + " ".join(f"{v:3d}" for v in slots))
     return EXIT_OK
@@ -835,6 +836,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     lay = sub.add_parser("layout", help="the WMMA fragment layout (lane/slot map) of the RTL")
     lay.add_argument("--json", action="store_true", help="one JSON object keyed by fragment kind")
+    lay.add_argument("--shape", choices=["m16n16k16", "m32n8k16", "m8n32k16"],
+                     help="the shape's sections, as h200_wmma_layouts_all_shapes.txt has them "
+                          "(default: the m16n16k16 sections of h200_wmma_layout.txt)")
     lay.set_defaults(func=cmd_layout)
 
     sy = sub.add_parser("synth", help="FPGA synthesis, place and route (ECP5): area and Fmax")

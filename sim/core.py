@@ -1,6 +1,9 @@
 """Running tile batches through an RTL design on a simulator.
 
-``--through core`` sends beats straight into the MMA4 core (``tb.mma4_bench``); ``--through
+``--through core`` sends beats straight into the MMA4 core: with no stalls asked for, through
+the beat player (``mma4play``, ``tb.player_bench``: each K step's beats loaded into memory at
+once, the core free-running), else through the core's own ports with a bench that drives
+every clock (``tb.mma4_bench``, random valid/ready stalls); ``--through
 wmma`` sends every tile through memory -> load_matrix_sync -> mma_sync -> store_matrix_sync
 -> memory on the warp design (``tb.wmma_bench``).  Both chain K in 16-wide fused steps.
 """
@@ -31,6 +34,7 @@ def wmma_words(k: int, esize: int = 2) -> int:
 
 PATHS = {
     "core": ("mma4", "tb.mma4_bench", DEFAULT_PARAMS),
+    "player": ("mma4play", "tb.player_bench", LINT_PARAMS["mma4play"]),
     "wmma": ("wmma", "tb.wmma_bench", {**DEFAULT_PARAMS, "mem_words": WMMA_MEM_WORDS}),
 }
 
@@ -59,6 +63,9 @@ def run_many(through: str, sim: str, batches, *, waves=False, stall: float = 0.0
 
     design, module, default = PATHS[through]
     params = dict(default if params is None else params)
+    if through == "core" and not stall and sim != "amaranth":
+        design, module, _ = PATHS["player"]
+        params = {**PATHS["player"][2], **params}
     if through == "wmma":       # the memory is sized from the job (a tile's A, B, C and D)
         need = max(wmma_words(np.asarray(bt[0]).shape[-1], np.asarray(bt[0]).itemsize)
                    for bt in batches)

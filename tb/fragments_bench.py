@@ -62,6 +62,7 @@ class Bank:
     def drive_load(self, p, kind, frag, col, f16, line, word, data):
         self.port(p, "en").value = 1
         self.port(p, "kind").value = KIND[kind]
+        self.port(p, "mnk").value = 0               # m16n16k16 (the other shapes: tb.wmma_bench)
         self.port(p, "frag").value = frag
         self.port(p, "col").value = col
         self.port(p, "f16").value = f16
@@ -91,6 +92,7 @@ class Bank:
                 d.mma_rd__s.value, d.mma_rd__j.value, d.mma_rd__i.value = br, bc, 0
             else:
                 d.mma_rd__i.value, d.mma_rd__j.value, d.mma_rd__s.value = br, bc, 0
+            d.mma_rd__jb.value = bc if kind == "matrix_b" else 0   # B's block column
             await FallingEdge(d.clk)        # the address was taken at the rising edge
             out[br, bc] = beat_values(d, kind)
         d.mma_rd__en.value = 0
@@ -103,6 +105,7 @@ class Bank:
         for line, word, waddr in words("accumulator", addr, ldm, f16):
             d.store__en.value = 1
             d.store__frag.value = frag
+            d.store__mnk.value = 0
             d.store__col.value = layout == "col_major"
             d.store__f16.value = f16
             d.store__line.value = line
@@ -278,6 +281,7 @@ async def read_timing(dut):
     block = lambda br, bc: [int(mat[4 * br + e // 4, 4 * bc + e % 4]) for e in range(16)]
     dut.mma_rd__en.value = 1
     dut.mma_rd__a.value, dut.mma_rd__i.value, dut.mma_rd__s.value = 0, 1, 2
+    dut.mma_rd__j.value = dut.mma_rd__jb.value = 0
     await FallingEdge(dut.clk)
     assert beat_values(dut, "matrix_a") == block(1, 2), "beat not there one clock after its address"
     dut.mma_rd__en.value = 0

@@ -137,13 +137,35 @@ def write_memh(path, image: np.ndarray):
         f.write("\n")
 
 
+def write_memh_words(path, words, width: int):
+    """Integers (``width``-bit memory words) as $readmemh text, one word per line."""
+    digits = (width + 3) // 4
+    with open(path, "w") as f:
+        f.write("\n".join(f"{int(w):0{digits}x}" for w in words))
+        f.write("\n")
+
+
+def read_memh_words(path, nwords, base: int = 0) -> list[int]:
+    """$writememh text back to integers, one per word; X or Z fails as in :func:`read_memh`."""
+    with open(path) as f:
+        lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("//")]
+    if len(lines) != nwords:
+        raise AssertionError(f"memory dump has {len(lines)} words, expected {nwords}")
+    unknown = [i for i, ln in enumerate(lines) if any(ch in "xXzZ" for ch in ln)]
+    if unknown:
+        raise AssertionError(f"memory dump holds X or Z in {len(unknown)} of {nwords} words: "
+                             f"first word {base + unknown[0]}")
+    return [int(ln, 16) for ln in lines]
+
+
 def read_memh(path, nwords, base: int = 0) -> np.ndarray:
     """$writememh text back to a byte image.
 
     A word with an X or Z digit (an unwritten or undriven bit on Icarus) is a failure that
     names its word address (``base`` + line), never a zero.
     """
-    lines = [ln.strip() for ln in open(path) if ln.strip() and not ln.startswith("//")]
+    with open(path) as f:
+        lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("//")]
     if len(lines) != nwords:
         raise AssertionError(f"memory dump has {len(lines)} words, expected {nwords}")
     unknown = [i for i, ln in enumerate(lines) if any(ch in "xXzZ" for ch in ln)]

@@ -18,9 +18,9 @@ import numpy as np
 from cocotb.triggers import Timer
 
 from tb.handover import handover
-from tb.images import read_memh, write_memh
+from tb.images import read_memh, read_memh_words, write_memh, write_memh_words
 
-__all__ = ["write_memh", "read_memh", "load", "dump"]
+__all__ = ["write_memh", "read_memh", "load", "dump", "load_words", "dump_words"]
 
 
 async def _pulse(dut, trigger, base: int, nwords: int):
@@ -44,3 +44,15 @@ async def dump(dut, base: int, nwords: int) -> np.ndarray:
     """The bytes of words ``base .. base + nwords - 1``."""
     await _pulse(dut, dut.tcore_dump, base, nwords)
     return read_memh(handover().memh_out, nwords, base)
+
+
+async def load_words(dut, base: int, words, width: int):
+    """Put integers (``width``-bit words of a memory of any width) at word ``base``."""
+    write_memh_words(handover().memh_load, words, width)
+    await _pulse(dut, dut.tcore_load, base, len(words))
+
+
+async def dump_words(dut, base: int, nwords: int) -> list[int]:
+    """Words ``base .. base + nwords - 1`` as integers."""
+    await _pulse(dut, dut.tcore_dump, base, nwords)
+    return read_memh_words(handover().memh_out, nwords, base)

@@ -13,6 +13,10 @@ MMA4 core), scoreboarded against ``golden.wmma``.
   loads overlap it.
 * ``reset_midrun``: a reset during a tile program drops it (no response, no memory write);
   the next program is bit-exact.
+* ``other_shapes``: m32n8k16 and m8n32k16 tile programs (K chained, FP16/BF16, FP32/FP16
+  accumulators, every layout of A, B, C and D), D against ``golden.mma`` and the whole memory
+  against the golden WMMA API's; then mma_syncs on fragments of another shape, or of the
+  other kind, are refused.
 
 Every test checks every response: one per command, with the command's tag and op, and the
 error flag only where a command is meant to be refused.  The hand-over (:mod:`tb.handover`)
@@ -32,6 +36,7 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from golden import mma
 from golden.wmma import Fragment, load_matrix_sync, mma_sync, store_matrix_sync
+from numerics.fragments import SHAPES
 from rtl.wmma import WmmaCmd
 from tb import memh
 from tb.beats import load_jobs
@@ -442,3 +447,103 @@ async def reset_midrun(dut):
     d = await run_tile(w, a, b, c, bf16=False, acc_f16=False)
     bad = int((d != mma(a, b, c)).sum())
     assert bad == 0, f"after a reset: {bad} mismatches"
+
+
+MNK = {"m16n16k16": 0, "m32n8k16": 1, "m8n32k16": 2}       # rtl.fragments.Shape codes
+
+
+def shape_case(rng, shape, k, in_fmt, acc, layout, lds):
+    """One tile of ``shape`` with K = ``k``: the memory image, the program, and what it must
+    leave there.  ``layout``: column-major flags of A, B, C, D; ``lds``: lda, ldb, ldc.
+
+    Fragments: the 32x16 operand (m32n8k16's A, m8n32k16's B) is the pair 0, 1; the other
+    matrix is fragment 2; the accumulator is 0.  Returns (mem, cmds, want, d_at) with want
+    the golden WMMA API's memory after the same program and d_at = (addr, ldm, dtype, col,
+    (rows, cols), expected D from golden.mma)."""
+    mm, nn, _ = SHAPES[shape]
+    a_col, b_col, c_col, d_col = layout
+    lda, ldb, ldc = lds
+    es = 2
+    cdt = np.uint16 if acc == "fp16" else np.uint32
+    a, b = _rand(rng, (mm, k), in_fmt), _rand(rng, (k, nn), in_fmt)
+    c = _rand(rng, (mm, nn), acc)
+    span = lambda rows, cols, ld, col, e: ((cols if col else rows) * ld) * e
+    a_at = 0
+    b_at = a_at + (span(mm, k, lda, a_col, es) + 31) // 32 * 32
+    c_at = b_at + (span(k, nn, ldb, b_col, es) + 31) // 32 * 32
+    d_at = c_at + (span(mm, nn, ldc, c_col, cdt().itemsize) + 31) // 32 * 32
+    end = d_at + (span(mm, nn, ldc, d_col, cdt().itemsize) + 31) // 32 * 32
+    mem = np.zeros(end, np.uint8)
+    put_matrix(mem, a_at, a, lda, a_col)
+    put_matrix(mem, b_at, b, ldb, b_col)
+    put_matrix(mem, c_at, c, ldc, c_col)
+    fa, fb = (0, 2) if shape == "m32n8k16" else (2, 0)
+    mnk, bf16, f16 = MNK[shape], int(in_fmt == "bf16"), int(acc == "fp16")
+    cmds = [dict(op=Op.LOAD, kind=2, frag=0, addr=c_at, ldm=ldc, col_major=c_col, acc_f16=f16)]
+    rc = lambda col: "col_major" if col else "row_major"
+    gmem = mem.copy()
+    gacc = load_matrix_sync(Fragment.new("accumulator", acc, shape), gmem, c_at, ldc, "mem_" + rc(c_col))
+    for s in range(k // 16):
+        a_off = (s * 16 * lda if a_col else s * 16) * es
+        b_off = (s * 16 if b_col else s * 16 * ldb) * es
+        cmds += [dict(op=Op.LOAD, kind=0, frag=fa, addr=a_at + a_off, ldm=lda, col_major=a_col, fmt=bf16),
+                 dict(op=Op.LOAD, kind=1, frag=fb, addr=b_at + b_off, ldm=ldb, col_major=b_col, fmt=bf16),
+                 dict(op=Op.MMA, frag=0, fa=fa, fb=fb, fc=0, fmt=bf16, acc_f16=f16)]
+        ga = load_matrix_sync(Fragment.new("matrix_a", in_fmt, shape), gmem, a_at + a_off, lda, rc(a_col))
+        gb = load_matrix_sync(Fragment.new("matrix_b", in_fmt, shape), gmem, b_at + b_off, ldb, rc(b_col))
+        gacc = mma_sync(Fragment.new("accumulator", acc, shape), ga, gb, gacc)
+    cmds.append(dict(op=Op.STORE, kind=2, frag=0, addr=d_at, ldm=ldc, col_major=d_col, acc_f16=f16))
+    store_matrix_sync(gmem, d_at, gacc, ldc, "mem_" + rc(d_col))
+    words_ = [cmd_word(**cmd, mnk=mnk, tag=i) for i, cmd in enumerate(cmds)]
+    expected = mma(a, b, c, in_fmt=in_fmt, out_fmt=acc)
+    return mem, words_, gmem, (d_at, ldc, cdt, d_col, (mm, nn), expected)
+
+
+SHAPE_CASES = [
+    # shape, K, inputs, accumulator, (A, B, C, D column-major), (lda, ldb, ldc)
+    ("m32n8k16", 32, "fp16", "fp32", (0, 1, 0, 1), (40, 32, 32)),
+    ("m32n8k16", 32, "bf16", "fp32", (1, 0, 1, 0), (32, 16, 32)),
+    ("m32n8k16", 16, "fp16", "fp16", (1, 1, 0, 1), (40, 24, 32)),
+    ("m8n32k16", 32, "fp16", "fp32", (0, 0, 0, 1), (32, 40, 32)),
+    ("m8n32k16", 16, "bf16", "fp32", (1, 1, 1, 0), (8, 16, 32)),
+    ("m8n32k16", 32, "fp16", "fp16", (1, 0, 1, 1), (16, 32, 8)),
+]
+
+
+@cocotb.test()
+async def other_shapes(dut):
+    """m32n8k16 and m8n32k16 against golden.mma and the golden WMMA API, then refusals."""
+    seed = int(handover().option("seed", 1))
+    rng = np.random.default_rng(seed + 40)
+    w = Warp(dut, resp_stall=0.3, seed=seed)
+    await w.start()
+    cases = SHAPE_CASES[::int(handover().option("shape_every", 1))]    # Icarus: a share
+    for shape, k, in_fmt, acc, layout, lds in cases:
+        what = f"{shape} K={k} {in_fmt}->{acc} col-major A,B,C,D={layout} ld={lds}"
+        mem, cmds, want, (d_at, ldc, cdt, d_col, dims, expected) = shape_case(
+            rng, shape, k, in_fmt, acc, layout, lds)
+        await w.load_mem(0, mem)
+        await w.run(cmds)
+        after = await w.dump_mem(0, mem.size)
+        d = get_matrix(after, d_at, ldc, cdt, bool(d_col), dims)
+        bad = int((d != expected).sum())
+        assert bad == 0, f"{what}: {bad} of {d.size} outputs differ from golden.mma"
+        diff = np.flatnonzero(after != want)
+        assert diff.size == 0, (f"{what}: memory differs from the golden WMMA API at {diff.size} "
+                                f"bytes, first at byte {diff[0]}")
+    assert cases[-1][0] == "m8n32k16"
+    # The last case left an m8n32k16 B pair in fragments 0, 1 and its A in fragment 2.
+    refused = [
+        cmd_word(op=Op.MMA, frag=0, fa=2, fb=0, fc=0, mnk=1, tag=1),    # m8n32 fragments as m32n8
+        cmd_word(op=Op.MMA, frag=0, fa=0, fb=2, fc=0, mnk=0, tag=2),    # ... as m16n16k16
+        cmd_word(op=Op.MMA, frag=0, fa=0, fb=2, fc=0, mnk=2, tag=3),    # a and b swapped
+        cmd_word(op=Op.MMA, frag=0, fa=2, fb=0, fc=0, mnk=3, tag=4),    # no such shape
+        cmd_word(op=Op.MMA, frag=0, fa=2, fb=0, fc=0, mnk=2, fmt=3, tag=5),   # FP8 in m8n32k16
+        cmd_word(op=Op.LOAD, kind=0, frag=3, addr=0, ldm=16, mnk=1, tag=6),   # pair 3, 4: no 4
+        cmd_word(op=Op.LOAD, kind=0, frag=0, addr=0, ldm=32, mnk=1, fmt=3, tag=7),  # FP8 A, m32n8
+        cmd_word(op=Op.FILL, kind=1, frag=3, mnk=2, tag=8),                   # pair 3, 4
+        # 32 lines of ldm 8 FP32 end past the memory (16 would not)
+        cmd_word(op=Op.LOAD, kind=2, frag=0, addr=mem_bytes() - 768, ldm=8, mnk=1, tag=9),
+        cmd_word(op=Op.MMA, frag=0, fa=2, fb=0, fc=0, mnk=2, tag=10),   # the right one: runs
+    ]
+    await w.run(refused, refused={1, 2, 3, 4, 5, 6, 7, 8, 9})

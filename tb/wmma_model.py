@@ -46,21 +46,25 @@ def bytes_of(words) -> np.ndarray:
 
 
 def put_matrix(mem, addr, mat, ldm, col_major=False):
-    """Write a 16x16 matrix of uint16/uint32 into the byte memory with leading dimension ldm."""
+    """Write a matrix (16x16, or any rows x cols) of uint16/uint32 into the byte memory with
+    leading dimension ldm."""
     mat = np.asarray(mat)
     es = mat.dtype.itemsize
-    for line in range(16):
+    lines, per = mat.shape[::-1] if col_major else mat.shape
+    for line in range(lines):
         vals = mat[line] if not col_major else mat[:, line]
         start = addr + line * ldm * es
-        mem[start:start + 16 * es] = np.ascontiguousarray(vals).view(np.uint8)
+        mem[start:start + per * es] = np.ascontiguousarray(vals).view(np.uint8)
 
 
-def get_matrix(mem, addr, ldm, dtype, col_major=False):
+def get_matrix(mem, addr, ldm, dtype, col_major=False, shape=(16, 16)):
+    """The ``shape`` (rows, cols) matrix at byte ``addr`` with leading dimension ldm."""
     es = np.dtype(dtype).itemsize
-    out = np.zeros((16, 16), dtype)
-    for line in range(16):
+    out = np.zeros(shape, dtype)
+    lines, per = shape[::-1] if col_major else shape
+    for line in range(lines):
         start = addr + line * ldm * es
-        vals = mem[start:start + 16 * es].copy().view(dtype)
+        vals = mem[start:start + per * es].copy().view(dtype)
         if col_major:
             out[:, line] = vals
         else:

@@ -67,3 +67,35 @@ def test_invalid_combinations():
         Fragment.new("matrix_a", "fp32")
     with pytest.raises(WmmaError, match="accumulator fragments only"):
         store_matrix_sync(np.zeros(4096, np.uint8), 0, a, 16, "row_major")
+
+
+@pytest.mark.parametrize("shape", ["m32n8k16", "m8n32k16"])
+@pytest.mark.parametrize("layout", ["row_major", "col_major"])
+def test_other_shapes_round_trip(shape, layout):
+    """m32n8k16 / m8n32k16: every element held once, load -> mma_sync -> store is golden.mma
+    on the shape's matrices (32x16 @ 16x8, 8x16 @ 16x32)."""
+    from tb.wmma_model import get_matrix, put_matrix
+    rng = np.random.default_rng(1)
+    m, n = (32, 8) if shape == "m32n8k16" else (8, 32)
+    A, B = rand16(rng, (m, 16)), rand16(rng, (16, n))
+    C = rng.standard_normal((m, n)).astype(np.float32).view(np.uint32)
+    col = layout == "col_major"
+    mem = np.zeros(16384, np.uint8)
+    ld = lambda rows, cols: (rows if col else cols) + 8
+    put_matrix(mem, 0, A, ld(m, 16), col)
+    put_matrix(mem, 4096, B, ld(16, n), col)
+    put_matrix(mem, 8192, C, ld(m, n), col)
+    a = load_matrix_sync(Fragment.new("matrix_a", "fp16", shape), mem, 0, ld(m, 16), layout)
+    b = load_matrix_sync(Fragment.new("matrix_b", "fp16", shape), mem, 4096, ld(16, n), layout)
+    c = load_matrix_sync(Fragment.new("accumulator", "fp32", shape), mem, 8192, ld(m, n), "mem_" + layout)
+    for f, want in ((a, A), (b, B), (c, C)):
+        assert np.array_equal(f.to_matrix(), want)
+        rc = element_map(f.kind, shape).reshape(-1, 2)
+        assert len({tuple(x) for x in rc}) == want.size
+    assert a.x().shape == (32, 16) and b.x().shape == (32, 16) and c.x().shape == (32, 8)
+    d = mma_sync(Fragment.new("accumulator", "fp32", shape), a, b, c)
+    store_matrix_sync(mem, 12288, d, ld(m, n), "mem_" + layout)
+    got = get_matrix(mem, 12288, ld(m, n), np.uint32, col, (m, n))
+    assert np.array_equal(got, mma(A, B, C))
+    with pytest.raises(WmmaError, match="one shape"):
+        mma_sync(Fragment.new("accumulator", "fp32"), a, b, c)
