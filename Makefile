@@ -30,12 +30,12 @@ soc-demo: $(STAMP)
 	$(BIN)/python -m sim.soc_demo --sim $(SOC_SIM)
 
 # make test: everything but the slow tests (pyproject's addopts leave them out); make test-all:
-# the slow ones too.  Both print the ten slowest tests.
+# the slow ones too.  Both print the 25 slowest tests.
 test: $(STAMP)
-	$(BIN)/python -m pytest -n auto --dist worksteal --durations=10 $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --dist worksteal --durations=25 $(PYTEST_ARGS)
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -n auto --dist worksteal --durations=10 -m "slow or not slow" $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -n auto --dist worksteal --durations=25 -m "slow or not slow" $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(BIN)/python -m sim.lint

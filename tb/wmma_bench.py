@@ -517,7 +517,7 @@ async def other_shapes(dut):
     rng = np.random.default_rng(seed + 40)
     w = Warp(dut, resp_stall=0.3, seed=seed)
     await w.start()
-    cases = SHAPE_CASES[::int(handover().option("shape_every", 1))]    # Icarus: a share
+    cases = SHAPE_CASES[-int(handover().option("shape_cases", len(SHAPE_CASES))):]  # Icarus: the last
     for shape, k, in_fmt, acc, layout, lds in cases:
         what = f"{shape} K={k} {in_fmt}->{acc} col-major A,B,C,D={layout} ld={lds}"
         mem, cmds, want, (d_at, ldc, cdt, d_col, dims, expected) = shape_case(
