@@ -145,21 +145,8 @@ def write_memh_words(path, words, width: int):
         f.write("\n")
 
 
-def read_memh_words(path, nwords, base: int = 0) -> list[int]:
-    """$writememh text back to integers, one per word; X or Z fails as in :func:`read_memh`."""
-    with open(path) as f:
-        lines = [ln.strip() for ln in f if ln.strip() and not ln.startswith("//")]
-    if len(lines) != nwords:
-        raise AssertionError(f"memory dump has {len(lines)} words, expected {nwords}")
-    unknown = [i for i, ln in enumerate(lines) if any(ch in "xXzZ" for ch in ln)]
-    if unknown:
-        raise AssertionError(f"memory dump holds X or Z in {len(unknown)} of {nwords} words: "
-                             f"first word {base + unknown[0]}")
-    return [int(ln, 16) for ln in lines]
-
-
-def read_memh(path, nwords, base: int = 0) -> np.ndarray:
-    """$writememh text back to a byte image.
+def _memh_lines(path, nwords, base: int) -> list[str]:
+    """The words of a $writememh file as hex strings.
 
     A word with an X or Z digit (an unwritten or undriven bit on Icarus) is a failure that
     names its word address (``base`` + line), never a zero.
@@ -170,8 +157,19 @@ def read_memh(path, nwords, base: int = 0) -> np.ndarray:
         raise AssertionError(f"memory dump has {len(lines)} words, expected {nwords}")
     unknown = [i for i, ln in enumerate(lines) if any(ch in "xXzZ" for ch in ln)]
     if unknown:
-        first = ", ".join(f"word {base + i} ({lines[i]})" for i in unknown[:4])
+        first = ", ".join(f"word {base + i} ({lines[i][:40]})" for i in unknown[:4])
         raise AssertionError(f"memory dump holds X or Z in {len(unknown)} of {nwords} words: "
                              f"{first}{' ...' if len(unknown) > 4 else ''}")
+    return lines
+
+
+def read_memh_words(path, nwords, base: int = 0) -> list[int]:
+    """$writememh text back to integers, one per word (any width; X or Z fails)."""
+    return [int(ln, 16) for ln in _memh_lines(path, nwords, base)]
+
+
+def read_memh(path, nwords, base: int = 0) -> np.ndarray:
+    """$writememh text (128-bit words) back to a byte image (X or Z fails)."""
+    lines = _memh_lines(path, nwords, base)
     return np.frombuffer(b"".join(bytes.fromhex(ln.zfill(32))[::-1] for ln in lines),
                          np.uint8).copy()

@@ -284,3 +284,11 @@ def test_bad_parameters():
         MMA4(dsp="xilinx")
     with pytest.raises(ValueError, match="Multiplier arch must be"):
         Multiplier(arch="xilinx")
+
+
+def test_beat_player_depth_must_be_a_power_of_two():
+    from rtl.player import BeatPlayer
+    for bad in (0, 100, 8):
+        with pytest.raises(ValueError, match="power of two"):
+            BeatPlayer(depth=bad)
+    assert BeatPlayer(depth=64).depth == 64
