@@ -2,6 +2,8 @@
 run, a skipped test or an empty results file fails; an X or Z in a memory dump fails with its
 address; a lost ``done`` fails within a clock budget instead of hanging."""
 
+import subprocess
+
 import numpy as np
 import pytest
 
@@ -176,3 +178,52 @@ def test_benches_read_no_tcore_environment():
     for f in sorted(tb.glob("*.py")):
         text = f.read_text()
         assert not re.search(r"os\.environ|getenv", text.replace('os.environ.get(ENV)', '')), f.name
+
+
+_PIECES = """module pieces(a, b, y, z);
+  input [3:0] a;
+  input [3:0] b;
+  output [11:0] y;
+  wire [11:0] y;
+  wire [7:0] \\w.x ;
+  output [3:0] z;
+  wire [3:0] z;
+  assign y[11:8] = a ^ b;
+  assign y[3:0] = a;
+  assign \\w.x [7:4] = b;
+  assign \\w.x [3] = a[0];
+  assign z[3:0] = a;
+  assign z[1] = b[0];
+endmodule
+"""
+
+
+def test_merge_part_assigns_makes_one_concatenation_per_wire():
+    from sim.runner import merge_part_assigns
+    text = merge_part_assigns(_PIECES)
+    # y: two pieces and the gap between them undriven (z), as before.
+    assert "  assign y = { a ^ b, 4'bz, a };" in text
+    assert "  assign \\w.x  = { b, a[0], 3'bz };" in text
+    # z has overlapping pieces (two drivers of bit 1): left alone.
+    assert "  assign z[3:0] = a;" in text and "  assign z[1] = b[0];" in text
+    assert "y[" not in text and "\\w.x [" not in text
+
+
+def test_merged_wires_simulate_the_same_on_icarus(tmp_path):
+    from sim.runner import merge_part_assigns
+    tb = """module tb;
+  reg [3:0] a, b; wire [11:0] y; wire [3:0] z; integer i;
+  pieces dut(.a(a), .b(b), .y(y), .z(z));
+  initial for (i = 0; i < 256; i = i + 1) begin
+    {a, b} = i; #1 $display("%b %b %b", y, dut.\\w.x , z);
+  end
+endmodule
+"""
+    outs = []
+    for name, text in (("orig", _PIECES), ("merged", merge_part_assigns(_PIECES))):
+        (tmp_path / f"{name}.v").write_text(text + tb)
+        subprocess.run(["iverilog", "-o", str(tmp_path / name), str(tmp_path / f"{name}.v")],
+                       check=True)
+        outs.append(subprocess.run(["vvp", "-n", str(tmp_path / name)], check=True,
+                                   capture_output=True, text=True).stdout)
+    assert outs[0].count("\n") == 256 and "z" in outs[0] and outs[0] == outs[1]
