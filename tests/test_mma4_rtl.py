@@ -6,6 +6,8 @@ Silicon tiles go through the RTL and every output bit is compared with what the 
 (and hence with the golden model, which matches it bit for bit).
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -170,19 +172,15 @@ def test_silicon_through_the_ecp5_dsp_variant(sim, tiles):
 
 
 LOWPREC = SILICON / "lowprec"
-#: Icarus (tens of clocks/s on this core with cocotb) runs one tile of each kernel of these
-#: files in make test (random FP8 bytes with NaN/Inf/subnormals, TF32 specials, INT8 at the S32
-#: limits), and one tile of every file under ``slow``; Verilator runs every tile.
-ICARUS_LOWPREC_FILES = ["h200_fp8_bits.npz", "h200_tf32_special.npz", "h200_int8_extreme.npz"]
 
 
-def _lowprec_problems(tiles, files=None):
+def _lowprec_problems(tiles=None):
+    """(file name, problem) for ``tiles`` tiles (None: all) of every kernel of every
+    low-precision capture."""
     from sim.backends import RTL_KERNELS
     from golden.silicon import kernels_in
     probs = []
     for path in sorted(LOWPREC.glob("*.npz")):
-        if files is not None and path.name not in files:
-            continue
         data = load(path)
         for kernel in kernels_in(data):
             assert kernel in RTL_KERNELS, f"{path.name}: {kernel} has no RTL path"
@@ -190,13 +188,38 @@ def _lowprec_problems(tiles, files=None):
     return probs
 
 
-@pytest.mark.parametrize("sim,files", [("verilator", None), ("icarus", ICARUS_LOWPREC_FILES),
-                                       pytest.param("icarus", None, marks=pytest.mark.slow)])
-def test_lowprec_silicon_through_core(sim, files):
+def _lowprec_few(k_per_file: int = 64, most: int = 4):
+    """A few tiles of every low-precision capture, for Icarus (about 100 clocks/s on the busy
+    core): ``k_per_file // K`` tiles of a file (2 of an FP8 or INT8 file, 4 of a TF32 file,
+    one of a chained-wgmma file, whose tile is 4-8 wgmma steps), at most ``most``, the file's
+    kernels taken in turn from a different kernel and tile for each file, so every kernel
+    meets several files and the tiles are not always the first."""
+    from sim.backends import RTL_KERNELS
+    from golden.silicon import kernels_in
+    probs = []
+    for i, path in enumerate(sorted(LOWPREC.glob("*.npz"))):
+        data = load(path)
+        kernels = kernels_in(data)
+        n_tiles, k = data["a"].shape[0], data["a"].shape[-1]
+        for j in range(min(most, max(1, k_per_file // k))):
+            kernel = kernels[(i + j) % len(kernels)]
+            assert kernel in RTL_KERNELS, f"{path.name}: {kernel} has no RTL path"
+            p = problem(data, kernel)
+            t = slice((5 * i + 11 * j) % n_tiles, None)
+            probs.append((path.name, dataclasses.replace(p, a=p.a[t][:1], b=p.b[t][:1],
+                                                         c=p.c[t][:1], expected=p.expected[t][:1])))
+    return probs
+
+
+@pytest.mark.parametrize("sim,few", [("verilator", False), ("icarus", True),
+                                     pytest.param("icarus", False, marks=pytest.mark.slow)])
+def test_lowprec_silicon_through_core(sim, few):
     """Low-precision captures (FP8 E4M3/E5M2/mixed with FP32 and FP16 out, TF32, INT8
-    wrapped and saturated, the chained wgmma files) through the core: every tile of every file
-    on Verilator, one tile per kernel on Icarus, every output bit equal to the H200's."""
-    probs = _lowprec_problems(None if sim == "verilator" else 1, files)
+    wrapped and saturated, the chained wgmma files) through the core, every output bit equal
+    to the H200's: every tile of every file on Verilator; on Icarus a few tiles of every file
+    (``_lowprec_few``), or under ``slow`` two tiles of every kernel of every file."""
+    probs = _lowprec_few() if few else _lowprec_problems(None if sim == "verilator" else 2)
+    assert len({name for name, _ in probs}) == len(list(LOWPREC.glob("*.npz"))) == 31
     kernels = {p.kernel.name for _, p in probs}
     assert {"tf32_f32", "e4m3_f32", "e5m2_f32", "e4m3_e5m2_f32", "e4m3_f16", "s8_s32",
             "s8_s32_sat", "u8_s8_s32"} <= kernels
