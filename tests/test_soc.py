@@ -18,12 +18,16 @@ def test_soc_bench_verilator():
     run_bench("verilator", "soc", "tb.soc_bench", TESTS, params={}, quiet=True)
 
 
-def test_soc_bench_two_warps_verilator():
+# Two warps: Icarus in make test (a build of seconds), Verilator's minutes-long build under slow.
+@pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
+def test_soc_bench_two_warps(sim):
     """Two warps share the AXI4 master: GEMMs bit-exact (tiles claimed as warps become free),
     a failed read stops both warps with no partial tile, a soft reset stops both."""
-    run_bench("verilator", "soc", "tb.soc_bench", ["gemms", "read_error", "soft_reset"],
-              params={"cores": 2}, options={"cases": "32x48x32:fp16:f32:c,48x16x32:bf16:f32:0,"
-                                                     "16x16x16:fp16:f16:c"}, quiet=True)
+    cases = "32x48x32:fp16:f32:c,48x16x32:bf16:f32:0,16x16x16:fp16:f16:c"
+    run_bench(sim, "soc", "tb.soc_bench", ["gemms", "read_error", "soft_reset"],
+              params={"cores": 2},
+              options={"cases": cases if sim == "verilator" else "32x32x16:fp16:f32:c,16x16x16:bf16:f32:0"},
+              quiet=True)
 
 
 def test_soc_bench_icarus():
@@ -52,6 +56,7 @@ def test_silicon_gemm_through_soc(name, capsys):
     assert sum(" clk" in line for line in out[:-1]) == 3
 
 
+@pytest.mark.slow
 def test_silicon_gemm_through_soc_with_two_warps(capsys):
     name = "h200_matmulT_normal_64x64x64.npz"
     code = main(["verify", str(SILICON / name), "--backend", "verilator", "--through", "soc",
