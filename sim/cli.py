@@ -687,14 +687,20 @@ def cmd_synth(args) -> int:
     try:
         r = synth(args.design, device=args.device, params=params, freq_mhz=args.freq,
                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
-                  fresh=args.fresh)
+                  fresh=args.fresh, router=args.router, route=not args.place_only)
     except SynthError as e:
         raise CliError(str(e)) from None
     print(f"{r['design']} {r['params']} on {r['device']} (out of context)")
     for key, name in (("luts", "LUT4"), ("ffs", "flip-flops"), ("dsps", "MULT18X18D"), ("brams", "DP16KD")):
         print(f"  {name:11s} {r[key]:7d} of {r[key + '_available']}")
     fmax = f"{r['fmax_mhz']:.1f} MHz" if r["fmax_mhz"] else "n/a (no clock)"
+    if not r["routed"]:
+        fmax += " estimated after placement (--place-only)" if r["fmax_mhz"] else ""
     print(f"  Fmax        {fmax}" + (f"  (latency {r['latency_clocks']} clocks)" if "latency_clocks" in r else ""))
+    cp = r["critical_path"]
+    if cp:
+        print(f"  critical    {cp['total_ns']:.2f} ns ({cp['logic_ns']:.2f} logic, {cp['routing_ns']:.2f} "
+              f"routing, {cp['cells']} cells): {cp['from']} -> {cp['to']}")
     if args.json:
         print(json.dumps(r))
     return EXIT_OK
@@ -848,6 +854,10 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--json", action="store_true", help="last line: one JSON object")
     sy.add_argument("--fresh", action="store_true",
                     help="run Yosys and nextpnr again even where their inputs have not changed")
+    sy.add_argument("--router", default="router2", choices=["router1", "router2"],
+                    help="nextpnr's router (default router2)")
+    sy.add_argument("--place-only", action="store_true",
+                    help="stop after placement: Fmax and critical path are the placer's estimate")
     sy.set_defaults(func=cmd_synth)
 
     pl = sub.add_parser("plot", help="pictures: fragment ownership, accumulation error vs K, "

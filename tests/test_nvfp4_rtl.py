@@ -134,7 +134,7 @@ def test_fp4_gemm_reset_midrun_in_every_phase():
 @pytest.mark.slow
 @pytest.mark.timeout(2400)
 def test_fp4_gemm_on_icarus():
-    """The fp4gemm design on Icarus (the GEMM top runs ~10 clocks/s there): a 16x16x32 MXFP4
+    """The fp4gemm design on Icarus (the GEMM top runs tens of clocks/s there): a 16x16x32 MXFP4
     and NVFP4 GEMM each, bit-exact."""
     from golden import nvfp4
     from sim.gemm import run_fp4_gemm

@@ -24,6 +24,8 @@ def test_synth_small_design_reports_its_figures(capsys):
     assert r["design"] == "fp4dec" and r["device"] == "ecp5-25k"
     assert r["ffs"] == 256 and r["dsps"] == 0 and r["brams"] == 0
     assert 0 < r["luts"] < r["luts_available"]
+    assert r["routed"] is True and r["router"] == "router2"
+    assert r["fmax_mhz"] is None and r["critical_path"] is None     # no clock: no path
     # Again: neither tool runs (their inputs are unchanged), the figures are the same.
     assert main(["synth", "--design", "fp4dec", "--device", "ecp5-25k", "--json"]) == 0
     out, err = capsys.readouterr()
@@ -34,3 +36,20 @@ def test_synth_small_design_reports_its_figures(capsys):
 def test_synth_refuses_unknown_design(capsys):
     assert main(["synth", "--design", "nope"]) == 2
     assert "Design must be one of" in capsys.readouterr().err
+
+
+def test_critical_path_sums_a_report():
+    from sim.synth import critical_path
+    hop = lambda kind, a, b, ns: {"type": kind, "delay": ns, "from": {"cell": a}, "to": {"cell": b}}
+    rep = {"critical_paths": [{"path": [hop("clk-to-q", "r0", "r0", 0.5), hop("routing", "r0", "l1", 2.0),
+                                        hop("logic", "l1", "l1", 0.25), hop("routing", "l1", "r1", 1.0),
+                                        hop("setup", "r1", "r1", 0.25)]}]}
+    assert critical_path(rep) == {"from": "r0", "to": "r1", "cells": 1, "logic_ns": 1.0,
+                                  "routing_ns": 3.0, "total_ns": 4.0}
+    assert critical_path({"critical_paths": []}) is None
+
+
+def test_synth_refuses_unknown_router(capsys):
+    from sim.synth import SynthError, synth
+    with pytest.raises(SynthError, match="Router must be one of"):
+        synth("fp4dec", router="router3")

@@ -16,7 +16,7 @@ SIMS = ["verilator", "icarus"]
 
 @pytest.mark.parametrize("sim", SIMS)
 def test_wmma_bench(sim):
-    # Icarus (a few clocks a second with the core busy) leaves the clock counts of
+    # Icarus (tens of clocks a second with the core busy) leaves the clock counts of
     # back_to_back and the reset to Verilator (slow: test_wmma_timing_and_reset_on_icarus)
     # and takes the last of the six other-shape tiles.
     tests = ["layouts_and_ldm", "bad_ldm_and_alignment", "other_shapes"]
