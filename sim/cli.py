@@ -697,6 +697,10 @@ def cmd_synth(args) -> int:
     if not r["routed"]:
         fmax += " estimated after placement (--place-only)" if r["fmax_mhz"] else ""
     print(f"  Fmax        {fmax}" + (f"  (latency {r['latency_clocks']} clocks)" if "latency_clocks" in r else ""))
+    lp = r["logic_path"]
+    if lp:
+        print(f"  logic path  {lp['logic_ns']:.2f} ns before routing (Yosys sta: {lp['luts']} LUT4, "
+              f"{lp['carry_cells']} carry cells): {lp['from']} -> {lp['to']}")
     cp = r["critical_path"]
     if cp:
         print(f"  critical    {cp['total_ns']:.2f} ns ({cp['logic_ns']:.2f} logic, {cp['routing_ns']:.2f} "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -98,6 +99,46 @@ def nextpnr_args(design: str, device: str, freq_mhz: float, router: str = "route
             "--report", "report.json", "--seed", "1", *([] if route else ["--no-route"])]
 
 
+def sta_script(design: str) -> str:
+    """Yosys's own timing estimate of the mapped netlist: cell delays from the ECP5 models'
+    specify blocks, no routing (DSPs and block RAMs have no arcs there)."""
+    return (f"read_json {design}.json; read_verilog -lib -specify +/lattice/cells_sim_ecp5.v "
+            f"+/lattice/cells_bb_ecp5.v; hierarchy -top {design}; tee -o sta.txt sta")
+
+
+_STA_STEP = re.compile(r"^\s+(\d+) (\S+) \((\w+)\.", re.M)
+
+
+def logic_path(sta: str) -> dict | None:
+    """The longest register-to-register path of Yosys ``sta`` (logic delay only): its start
+    and end cells, its LUT4 and carry (CCU2C) cells, and its delay (ns).
+
+    The ECP5 flip-flop model has a combinational LSR -> Q arc, so ``sta`` may run a path on
+    through a register whose (synchronous) LSR is driven by logic: the path is cut there and
+    the longer part kept."""
+    steps = _STA_STEP.findall(sta[sta.find("Latest arrival time"):])    # end first
+    if not steps:
+        return None
+    cuts = [0] + [i for i, (_, _, k) in enumerate(steps) if k == "TRELLIS_FF" and 0 < i < len(steps) - 1]
+    parts = []
+    for n, lo in enumerate(cuts):
+        hi = cuts[n + 1] if n + 1 < len(cuts) else len(steps) - 1
+        seg = steps[lo:hi + 1]
+        parts.append((int(seg[0][0]) - int(seg[-1][0]), seg))
+    ps, seg = max(parts, key=lambda x: x[0])
+    kinds = [k for _, _, k in seg]
+    return {"from": seg[-1][1].lstrip("\\"), "to": seg[0][1].lstrip("\\"),
+            "luts": kinds.count("LUT4"), "carry_cells": kinds.count("CCU2C"), "logic_ns": ps / 1000}
+
+
+_PLACED_FMAX = re.compile(r"Max frequency for clock '([^']+)': ([0-9.]+) MHz")
+
+
+def placed_fmax(log: str) -> list[float]:
+    """The last Fmax estimate of each clock in a nextpnr log (MHz)."""
+    return list({clk: float(mhz) for clk, mhz in _PLACED_FMAX.findall(log)}.values())
+
+
 def critical_path(report: dict) -> dict | None:
     """The worst path of a nextpnr report, summed up: its start and end cells, the number of
     logic cells crossed, and its logic and routing delays (ns)."""
@@ -152,6 +193,10 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         say(f"yosys synth_ecp5 (log {work / 'yosys.log'}) ...")
         _run([yosys, "-q", "-p", script], work, "yosys.log", "yosys")
         _stamp(work, f"{design}.json", ykey)
+    skey = _digest(ykey, sta_script(design))
+    if fresh or not _fresh(work, "sta.txt", skey):
+        _run([yosys, "-q", "-p", sta_script(design)], work, "sta.log", "yosys sta")
+        _stamp(work, "sta.txt", skey)
     t2 = time.perf_counter()
     args = nextpnr_args(design, device, freq_mhz, router, route)
     nkey = _digest((work / f"{design}.json").read_bytes(), *args)
@@ -174,6 +219,9 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         return int(util.get(kind, {}).get("available", 0))
 
     fmax = [c.get("achieved") for c in rep.get("fmax", {}).values() if c.get("achieved")]
+    if not fmax and not route:
+        # After placement only, the report has no timing: the log's last estimate per clock.
+        fmax = placed_fmax((work / "nextpnr.log").read_text(errors="replace"))
     result = {
         "design": design, "device": device, "params": params,
         "luts": used("TRELLIS_COMB"), "luts_available": avail("TRELLIS_COMB"),
@@ -182,6 +230,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         "brams": used("DP16KD"), "brams_available": avail("DP16KD"),
         "fmax_mhz": min(fmax) if fmax else None, "target_mhz": freq_mhz,
         "routed": route, "router": router, "critical_path": critical_path(rep),
+        "logic_path": logic_path((work / "sta.txt").read_text(errors="replace")),
         "yosys_s": round(t2 - t1, 1), "nextpnr_s": round(t3 - t2, 1),
         "work": str(work),
     }

@@ -53,3 +53,32 @@ def test_synth_refuses_unknown_router(capsys):
     from sim.synth import SynthError, synth
     with pytest.raises(SynthError, match="Router must be one of"):
         synth("fp4dec", router="router3")
+
+
+def test_placed_fmax_takes_each_clocks_last_estimate():
+    from sim.synth import placed_fmax
+    log = ("Info: Max frequency for clock 'clk': 40.10 MHz (FAIL at 100.00 MHz)\n"
+           "Info: Max frequency for clock 'clk': 42.33 MHz (FAIL at 100.00 MHz)\n"
+           "Info: Max frequency for clock 'aux': 180.00 MHz (PASS at 100.00 MHz)\n")
+    assert placed_fmax(log) == [42.33, 180.0]
+    assert placed_fmax("Info: Program finished normally.") == []
+
+
+def test_logic_path_cuts_at_a_flip_flop_in_the_path():
+    from sim.synth import logic_path
+    sta = """Latest arrival time in 'top' is 5000:
+    5000 r2 (TRELLIS_FF.DI)
+           \\n3 [0]
+    5000 l3 (LUT4.D->Z)
+           \\n2 [0]
+    4000 c1 (CCU2C.CIN->COUT)
+           \\n1 [0]
+    3900 r1 (TRELLIS_FF.LSR->Q)
+           \\n0
+    3900 l2 (LUT4.D->Z)
+    2000 l1 (LUT4.C->Z)
+       0 r0 (TRELLIS_FF.CLK->Q)
+       0   \\clk (<primary input>)
+"""
+    assert logic_path(sta) == {"from": "r0", "to": "r1", "luts": 2, "carry_cells": 0, "logic_ns": 3.9}
+    assert logic_path("no path") is None
