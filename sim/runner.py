@@ -69,8 +69,9 @@ def setup_path():
 
 def _rtl_hash(design: str, params: dict) -> str:
     h = hashlib.sha256(json.dumps([design, sorted(params.items())]).encode())
-    for f in sorted((ROOT / "rtl").glob("*.py")):
-        h.update(f.name.encode())
+    # rtl/ and the parameter tables it imports (numerics/): an edit of either is a new design.
+    for f in sorted((ROOT / "rtl").glob("*.py")) + sorted((ROOT / "numerics").glob("*.py")):
+        h.update(f"{f.parent.name}/{f.name}".encode())
         h.update(f.read_bytes())
     return h.hexdigest()[:16]
 
