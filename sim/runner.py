@@ -173,8 +173,8 @@ def merge_part_assigns(text: str) -> str:
                 for *_, i in pieces:
                     replace[i] = None
                 replace[pieces[0][3]] = f"  assign {name} = {{ {', '.join(reversed(terms))} }};"
-        out.append("\n".join(replace.get(i, line) for i, line in enumerate(lines)
-                             if replace.get(i, line) is not None))
+        kept = (replace.get(i, line) for i, line in enumerate(lines))
+        out.append("\n".join(line for line in kept if line is not None))
     return "".join(out)
 
 

@@ -234,17 +234,6 @@ endmodule
 """
 
 
-def icarus_time_zero(text: str) -> str:
-    """The Verilog for Icarus: Yosys gives every ``always @*`` block a dummy register that is
-    ``= 0`` from the start; Icarus 11 makes no event of a declaration's initial value, so a
-    block whose inputs never change would keep X.  Setting the register at 1 ns (before any
-    clock edge) runs every such block once; wires built piece by piece become one
-    concatenation each, which Icarus runs ten times faster.  (What sim/runner.py does for
-    the benches.)"""
-    from sim.runner import icarus_text
-    return icarus_text(text)
-
-
 def _hex(words: np.ndarray, path: Path, data_width: int):
     """Rows of bytes as ``$readmemh`` words (little-endian: byte 0 is the word's low bits)."""
     wb = data_width // 8
@@ -274,6 +263,7 @@ def run_demo(out: Path, *, sim: str = "icarus", m: int = 32, n: int = 32, k: int
     import ml_dtypes
     from golden import mma
     from rtl.designs import to_verilog
+    from sim.runner import icarus_text
 
     for name, v in (("M", m), ("N", n), ("K", k)):
         if v < 16 or v % 16:
@@ -283,7 +273,7 @@ def run_demo(out: Path, *, sim: str = "icarus", m: int = 32, n: int = 32, k: int
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     text = to_verilog("soc", header=True, data_width=data_width)
-    (out / "soc.v").write_text(icarus_time_zero(text) if sim == "icarus" else text)
+    (out / "soc.v").write_text(icarus_text(text) if sim == "icarus" else text)
     (out / "tb_soc.v").write_text(testbench(data_width))
     rng = np.random.default_rng(seed)
     conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
