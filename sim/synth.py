@@ -89,8 +89,8 @@ ROUTERS = ("router1", "router2")
 
 def nextpnr_args(design: str, device: str, freq_mhz: float, router: str = "router2",
                  route: bool = True) -> list[str]:
-    """nextpnr-ecp5's command line.  ``route=False`` stops after placement: the report's Fmax
-    and critical path are then the placer's estimate (routing delays guessed from distance)."""
+    """nextpnr-ecp5's command line.  ``route=False`` stops after placement: the report then
+    has no timing; :func:`synth` takes the placer's Fmax estimate from the log."""
     flag, package = DEVICES[device]
     # router2 by default: nextpnr's first router spends hours ripping up on a GEMM top that
     # fills 86 % of an ECP5-85F (230 k of 259 k arcs still unrouted after 17 minutes here).
@@ -165,7 +165,8 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     digest of its inputs (the Verilog and the script; the netlist and nextpnr's arguments): a
     step whose inputs have not changed is not run again, unless ``fresh``.  ``router`` picks
     nextpnr's router; ``route=False`` stops after placement (``"routed": false`` in the
-    figures, whose Fmax and critical path are then the placer's estimate).
+    figures, Fmax the placer's estimate, no ``critical_path``; ``logic_path`` is Yosys's
+    estimate either way).
     """
     from rtl.designs import DESIGNS, to_verilog
 
