@@ -236,38 +236,56 @@ class RoundPack(wiring.Component):
         W = ACC_WIDTH - 1                               # magnitude bits: 33, MSB at 32
         acc, f = self.acc, self.f
 
-        # N1: magnitude; an FP32 clamp below 0 (E_nom < -133) pre-cuts by 8k bits, k = ceil(-F/8).
+        # N1: the magnitude, and the marker at the clamp.  An FP32 clamp below 0 (E_nom < -133)
+        # needs no count: the value is cut by 8k bits, k = ceil(-F/8), leaving F' = F + 8k in
+        # 0..7 and at least 8 leading zeros, so L = F' (and the exponent field is 0).
         neg = acc[-1]
         mag = Mux(neg, -acc, acc)[:W]
-        low = f < 0
-        k = Mux(low, (~f[3:5] + 1)[:2], 0)
+        low = (f < 0) & ~self.int8
+        k = (~f[3:5] + 1)[:2]
         f_eff = Mux(low, f[0:3], f)[:E_WIDTH + 1]
         gone = f < -24                                  # every bit lies below 2**-149
-        cut = Mux(gone, 0, Array([mag >> (8 * n) for n in range(4)])[k])
         marker = Mux(f_eff < W, Const(1 << (W - 1), W) >> f_eff[:6], 0)
-        # An integer result (INT8 inputs: acc = C + the exact products) rides in ``cut`` with
+        # An integer result (INT8 inputs: acc = C + the exact products) rides in ``mag`` with
         # no shift: S32 bits, wrapped, or clamped when the top three bits disagree.
         top = acc[31:ACC_WIDTH]
         over = ~acc[-1] & (top != 0)
         under = acc[-1] & (top != 0b111)
         s32 = Mux(self.sat & over, 0x7FFF_FFFF, Mux(self.sat & under, 0x8000_0000, acc[:32]))
-        cut = Mux(self.int8, s32, cut)
+        mag = Mux(self.int8, s32, mag)
+        # The right shift by 8k of a low clamp, one-hot (none when every bit is gone).
+        right = Cat(*(low & ~gone & (k == n) for n in (1, 2, 3)))
         n1 = [self._reg(m, v, f"n1_{i}") for i, v in enumerate(
-            [cut, Cat(cut | marker), f_eff, neg, self.f16, self.special, self.cut13, self.int8])]
-        cut1, probe1, f1, neg1, f16_1, sp1, c13_1, int_1 = n1
+            [mag, Cat(mag | marker), f_eff, low, right, neg, self.f16, self.special, self.cut13,
+             self.int8])]
+        mag1, probe1, f1, low1, right1, neg1, f16_1, sp1, c13_1, int_1 = n1
 
-        # N2: the left shift L = min(leading zeros, F) by the marker (none for an integer).
-        lz = Mux(int_1, 0, leading_zeros(m, probe1))
+        # N2: the left shift L = min(leading zeros, F) by the marker (none for an integer),
+        # counted per byte: the probe with seven ones below it is five bytes from the top, and
+        # each byte's count of leading zeros is its own 8-bit tree.
+        padded = Cat(C(0x7F, 7), probe1)
+        chunks = [padded[40 - 8 * (c + 1):40 - 8 * c] for c in range(5)]
+        nz = Cat(*(ch.any() | (int_1 if c == 0 else 0) for c, ch in enumerate(chunks)))
+        cnt = [Mux(int_1, 0, leading_zeros(m, ch)[:3]) for ch in chunks]
         n2 = [self._reg(m, v, f"n2_{i}") for i, v in enumerate(
-            [cut1, lz, f1, neg1, f16_1, sp1, c13_1, int_1])]
-        cut2, l2, f2, neg2, f16_2, sp2, c13_2, int_2 = n2
+            [mag1, nz, Cat(*cnt), f1, low1, right1, neg1, f16_1, sp1, c13_1, int_1])]
+        mag2, nz2, cnt2, f2, low2, right2, neg2, f16_2, sp2, c13_2, int_2 = n2
 
-        # N3: the shift's coarse level (by 8s) and the exponent field base F - L.
-        # L <= 33: l2[3:6] is 0..4; the three unused codes select 0 (a complete case).
-        y = Array([(cut2 << (8 * n))[:W] for n in range(5)] + [C(0, W)] * 3)[l2[3:6]]
-        base = (f2 - l2)[:E_WIDTH + 1]
+        # N3: the shift's coarse level, one-hot: left by 8c for the leading nonzero byte c (the
+        # last one always has a bit), or right by 8k for a low clamp; the fine count (that
+        # byte's, or F'); and the exponent field base F - L.
+        pick = [~low2 & nz2[c] & ~nz2[:c].any() if c else ~low2 & nz2[0] for c in range(5)]
+        y, fine = C(0, W), C(0, 3)
+        for c in range(5):
+            y = y | (pick[c].replicate(W) & (mag2 << (8 * c))[:W])
+            fine = fine | (pick[c].replicate(3) & cnt2[3 * c:3 * c + 3])
+        for n in (1, 2, 3):
+            y = y | (right2[n - 1].replicate(W) & (mag2 >> (8 * n)))
+        fine = Mux(low2, f2[0:3], fine)
+        idx = Cat(pick[1] | pick[3], pick[2] | pick[3], pick[4])
+        base = (f2 - Cat(fine, idx))[:E_WIDTH + 1]
         n3 = [self._reg(m, v, f"n3_{i}") for i, v in enumerate(
-            [y, l2[0:3], base, neg2, f16_2, sp2, c13_2, int_2])]
+            [y, fine, base, neg2, f16_2, sp2, c13_2, int_2])]
         y3, l3, base3, neg3, f16_3, sp3, c13_3, int_3 = n3
 
         # N4: the fine level.

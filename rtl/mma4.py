@@ -12,7 +12,7 @@ from numerics import ARCHS, HOPPER
 from .datapath import (ACC_WIDTH, ADDEND_SHIFT, ADDEND_TERM_BITS, E_WIDTH, EXP_BIAS,
                        GRID, Multiplier, RoundPack, add_cin, addend_shift, coarse, dsp_operands,
                        extend, product_term)
-from .formats import FP16, FP32, Kind, Mode, Unpack, UnpackAddend
+from .formats import FP16, FP32, Kind, Mode, Operand, Unpack, UnpackAddend
 
 __all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry", "Kind", "Mode", "KDEPTH",
            "MAX_BEATS", "PASSES"]
@@ -115,6 +115,7 @@ class XCtl(data.Struct):
     last: 1
     mode: Mode
     n: range(MAX_PASSES)
+    half: 1         # the second pass of an 8-bit beat
 
 
 class Flags(data.Struct):
@@ -216,10 +217,13 @@ class MMA4(wiring.Component):
     # credits never stop a stream with o.ready high; 512, one block-RAM row (yosys would put
     # a 32-deep one in LUT RAM, with a 512-bit read mux).
     OUTPUTS = 512
-    EXP_STAGES = 4              # accept -> group FIFO write: unpack+add, max, max, max
-    # accept -> o.valid: the exponent lane, one clock to start, the FIFO read, the shift
-    # amounts, the DSP, two adder levels, the accumulator, the rounder, the output FIFO.
-    LATENCY = EXP_STAGES + 1 + 1 + 1 + Multiplier.LATENCY + 2 + 1 + RoundPack.STAGES + 2
+    # accept -> group FIFO write: X0 the raw pass, X1 unpacked, X2 product exponents, X3..X5
+    # the maximum (the group's running maximum is written from X5).
+    EXP_STAGES = 6
+    # accept -> o.valid: the exponent lane, one clock to start, the FIFO read and its output
+    # register, the shift amounts, the DSP, two adder levels, the accumulator, the rounder,
+    # the output FIFO.
+    LATENCY = EXP_STAGES + 1 + 2 + 1 + Multiplier.LATENCY + 2 + 1 + RoundPack.STAGES + 2
 
     # What the FIFOs hold; a control-only model (formal/) overrides them with tags.
     _beat_layout, _group_layout, _word_layout = BeatEntry, GroupEntry, DTile
@@ -293,30 +297,35 @@ class MMA4(wiring.Component):
         # While valid is low, ready says only whether a group may start (the payload, which
         # says whether a pass ends its beat, means nothing then).
         m.d.comb += self.i.ready.eq(space & (beat_end | ~self.i.valid))
-        take = self.i.valid & space             # a pass enters X1
+        take = self.i.valid & space             # a pass enters X0
         with m.If(take):
             m.d.sync += widx.eq(Mux(last, 0, widx + 1))
             with m.If(first):
                 m.d.sync += g_mode.eq(beat.mode)
         m.d.sync += groups.eq(groups + (take & first) - started)
 
-        # X1: the pass as the significand FIFO keeps it (written from this register).
-        ent, aux = self._beat_unpack(m, beat, first, mode, half)
-        x1, aux1 = _reg(m, ent, "x1_ent"), _reg(m, aux, "x1_aux")
+        # X0: the pass as accepted, raw, with its control: the input port feeds flip-flops
+        # only, and the unpackers' selects come from registers, not from the mode mux.
         xc = Signal(XCtl)
-        m.d.comb += [xc.first.eq(first), xc.last.eq(last), xc.mode.eq(mode), xc.n.eq(widx)]
-        ctl = _reg(m, xc, "x1_ctl")
-        v = _valid(m, take, "x1_valid")
+        m.d.comb += [xc.first.eq(first), xc.last.eq(last), xc.mode.eq(mode), xc.n.eq(widx),
+                     xc.half.eq(half)]
+        x0, ctl, v = _reg(m, beat, "x0_beat"), _reg(m, xc, "x0_ctl"), _valid(m, take, "x0_valid")
+        # X1 (the unpacked operands, inside _beat_unpack) and X2: the pass as the significand
+        # FIFO keeps it (written from this register).
+        ent, aux = self._beat_unpack(m, x0, ctl.first, ctl.mode, ctl.half)
+        ctl, v = _reg(m, ctl, "x1_ctl"), _valid(m, v, "x1_valid")
+        x2, aux2 = _reg(m, ent, "x2_ent"), _reg(m, aux, "x2_aux")
+        ctl, v = _reg(m, ctl, "x2_ctl"), _valid(m, v, "x2_valid")
         wp = Signal(range(self.BEATS))
-        m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(x1), sig_wr.en.eq(v)]
+        m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(x2), sig_wr.en.eq(v)]
         m.d.sync += wp.eq(Mux(v, wp + 1, wp))
 
-        # X2..X4: the pass's reduction; the group's at X4, whose last pass pushes the group.
-        x4 = self._beat_reduce(m, x1, aux1, first=ctl.first, f16=ctl.mode.acc_f16)
-        for s in range(2, self.EXP_STAGES + 1):
+        # X3..X5: the pass's reduction; the group's at X5, whose last pass pushes the group.
+        x5 = self._beat_reduce(m, x2, aux2, first=ctl.first, f16=ctl.mode.acc_f16)
+        for s in range(3, self.EXP_STAGES):
             ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
         ent = Signal(self._group_layout)
-        self._group_reduce(m, ent, x4, v, ctl.first, ctl.mode)
+        self._group_reduce(m, ent, x5, v, ctl.first, ctl.mode)
         m.d.comb += [ent.mode.eq(ctl.mode), ent.n.eq(ctl.n)]
         gwp = Signal(range(self.GROUPS))
         m.d.comb += [grp_wr.addr.eq(gwp), grp_wr.data.eq(ent), grp_wr.en.eq(v & ctl.last)]
@@ -349,57 +358,65 @@ class MMA4(wiring.Component):
         return a_bits, b_bits
 
     def _beat_unpack(self, m, beat, first, mode, half):
-        """X1 (combinational part): the :class:`BeatEntry`, and per product and addend the
-        NaN / +Inf / -Inf flags."""
+        """X1 and the combinational part of X2: the operands unpacked into the X1 registers
+        (each addend already as the FIFO keeps it), then the :class:`BeatEntry` with the
+        product exponents, and per product and addend the NaN / +Inf / -Inf flags."""
         a_bits, b_bits = self._operand_bits(beat, mode, half)
         int8 = mode.kind == Kind.INT8
         ua = [self._unpack(m, f"ua{x}", a_bits[x], mode.kind, mode.a_alt) for x in range(16)]
         ub = [self._unpack(m, f"ub{x}", b_bits[x], mode.kind, mode.b_alt) for x in range(16)]
-        uc = [self._unpack_addend(m, f"uc{x}", beat.c[x], mode.acc_f16) for x in range(16)]
+        ua, ub = _reg(m, ua, "x1_a"), _reg(m, ub, "x1_b")
         ent = Signal(BeatEntry)
+        c1 = [Signal(34, name=f"x1_c{x}", reset_less=True) for x in range(16)]    # sig, neg, pe
+        c_cls = []
+        for x in range(16):
+            c, ec = self._unpack_addend(m, f"uc{x}", beat.c[x], mode.acc_f16)
+            cf = first & ~int8                  # C is read on a group's first pass; S32 has no specials
+            raw = beat.c[x]
+            c_cls.append(_reg(m, Cat(cf & c.nan, cf & c.inf & ~c.sign, cf & c.inf & c.sign),
+                              f"x1_ccls{x}"))
+            m.d.sync += c1[x].eq(Cat(Mux(first, Mux(int8, raw[:24], c.sig), 0), c.sign & ~int8,
+                                     Mux(first, Mux(int8, raw[24:], Mux(c.zero, 0, ec)), 0)))
+            m.d.comb += [ent.c_sig[x].eq(c1[x][:24]), ent.c_neg[x].eq(c1[x][24]),
+                         ent.c_pe[x].eq(c1[x][25:])]
         cls = []                                # per output: 4 products then C, 3 bits each
         for x in range(16):
             i, j = divmod(x, 4)
             for k in range(4):
-                (a, ea), (b, eb) = ua[4 * i + k], ub[4 * k + j]
-                m.d.comb += ent.pe[4 * x + k].eq(Mux(a.zero | b.zero, 0, ea + eb))
+                a, b = Operand(ua[4 * i + k]), Operand(ub[4 * k + j])
+                m.d.comb += ent.pe[4 * x + k].eq(Mux(a.zero | b.zero, 0, a.bexp + b.bexp))
                 nan = a.nan | b.nan | (a.inf & b.zero) | (b.inf & a.zero)
                 inf = (a.inf | b.inf) & ~nan
                 neg = a.sign ^ b.sign
                 cls += [nan, inf & ~neg, inf & neg]
-            c, ec = uc[x]
-            cf = first & ~int8                  # C is read on a group's first pass; S32 has no specials
-            cls += [cf & c.nan, cf & c.inf & ~c.sign, cf & c.inf & c.sign]
-            raw = beat.c[x]
-            m.d.comb += [ent.a_sig[x].eq(ua[x][0].sig), ent.a_neg[x].eq(ua[x][0].sign),
-                         ent.b_sig[x].eq(ub[x][0].sig), ent.b_neg[x].eq(ub[x][0].sign),
-                         ent.c_sig[x].eq(Mux(first, Mux(int8, raw[:24], c.sig), 0)),
-                         ent.c_neg[x].eq(c.sign & ~int8),
-                         ent.c_pe[x].eq(Mux(first, Mux(int8, raw[24:], Mux(c.zero, 0, ec)), 0))]
+            cls += [c_cls[x][0], c_cls[x][1], c_cls[x][2]]
+            a, b = Operand(ua[x]), Operand(ub[x])
+            m.d.comb += [ent.a_sig[x].eq(a.sig), ent.a_neg[x].eq(a.sign),
+                         ent.b_sig[x].eq(b.sig), ent.b_neg[x].eq(b.sign)]
         return ent, Cat(*cls)
 
     def _beat_reduce(self, m, ent, cls, *, first, f16):
-        """X2..X4: per output, the maximum over its 4 products and C (with the FP16 floor on
+        """X3..X5: per output, the maximum over its 4 products and C (with the FP16 floor on
         a group's first pass), two compares per level, and the specials OR-ed; returns the
-        X4 registers ``[(e, nan/+inf/-inf)]``."""
+        X5 registers ``[(e, nan/+inf/-inf)]``."""
         w = E_WIDTH
         floor = Mux(first & f16, self._f16_floor, 0)
         pe = ent.pe
-        x2 = _reg(m, [Cat(_max(pe[4 * x], pe[4 * x + 1]), _max(pe[4 * x + 2], pe[4 * x + 3]),
-                          _max(ent.c_pe[x], floor)) for x in range(16)], "x2_e")
-        x2_sp = _reg(m, [Cat(*(cls[15 * x + 3 * t + f] for t in range(5))).any()
-                         for x in range(16) for f in range(3)], "x2_sp")
-        x3 = _reg(m, [Cat(_max(x2[x][0:w], x2[x][w:2 * w]), x2[x][2 * w:3 * w]) for x in range(16)],
-                  "x3_e")
-        x3_sp = _reg(m, [Cat(*x2_sp[3 * x:3 * x + 3]) for x in range(16)], "x3_sp")
-        x4 = _reg(m, [_max(x3[x][0:w], x3[x][w:2 * w]) for x in range(16)], "x4_e")
-        return list(zip(x4, _reg(m, x3_sp, "x4_sp")))
+        x3 = _reg(m, [Cat(_max(pe[4 * x], pe[4 * x + 1]), _max(pe[4 * x + 2], pe[4 * x + 3]),
+                          _max(ent.c_pe[x], floor)) for x in range(16)], "x3_e")
+        x3_sp = _reg(m, [Cat(*(cls[15 * x + 3 * t + f] for t in range(5))).any()
+                         for x in range(16) for f in range(3)], "x3_sp")
+        x4 = _reg(m, [Cat(_max(x3[x][0:w], x3[x][w:2 * w]), x3[x][2 * w:3 * w]) for x in range(16)],
+                  "x4_e")
+        x4_sp = _reg(m, [Cat(*x3_sp[3 * x:3 * x + 3]) for x in range(16)], "x4_sp")
+        x5 = _reg(m, [_max(x4[x][0:w], x4[x][w:2 * w]) for x in range(16)], "x5_e")
+        return list(zip(x5, _reg(m, x4_sp, "x5_sp")))
 
-    def _group_reduce(self, m, ent, x4, valid, first, mode):
+    def _group_reduce(self, m, ent, x5, valid, first, mode):
         """The running maximum and specials over the group; ``ent`` (a :class:`GroupEntry`)
-        gets E (fixed for INT8) and the special code including the pass now at X4."""
+        gets E (fixed for INT8) and the special code including the pass now at X5."""
         int8 = mode.kind == Kind.INT8
-        for x, (e, sp) in enumerate(x4):
+        for x, (e, sp) in enumerate(x5):
             ge = Signal(E_WIDTH, name=f"grp_e{x}", reset_less=True)
             gs = Signal(3, name=f"grp_sp{x}", reset_less=True)
             e_new = _max(Mux(first, 0, ge), e)
@@ -411,10 +428,11 @@ class MMA4(wiring.Component):
                          ent.special[x].eq(Mux(nan | (pinf & ninf), 1, Mux(pinf, 2, Mux(ninf, 3, 0))))]
 
     def _unpack(self, m, name, bits, kind, alt):
-        """An A/B operand and its biased exponent (nominal + 127, subnormals at the minimum)."""
+        """An A/B :class:`rtl.formats.Operand` (biased exponent nominal + 127, subnormals at
+        the minimum)."""
         u = m.submodules[name] = Unpack()
         m.d.comb += [u.bits.eq(bits), u.kind.eq(kind), u.alt.eq(alt)]
-        return u.o, u.o.bexp
+        return u.o
 
     def _unpack_addend(self, m, name, bits, f16):
         """C and its biased exponent (nominal + EXP_BIAS)."""
@@ -439,7 +457,7 @@ class MMA4(wiring.Component):
         m.d.sync += [ready.eq(ready + self._grp_pushed - go_first),
                      credits.eq(credits + pop - go_first),
                      sig_rp.eq(Mux(go, sig_rp + 1, sig_rp))]
-        grp = Signal(self._group_layout, reset_less=True)    # the group now in L1
+        grp = Signal(self._group_layout, reset_less=True)    # the group now in L0
         with m.If(go_first):
             m.d.sync += [grp.eq(head), grp_rp.eq(grp_rp + 1), in_grp.eq(head.n != 0),
                          left.eq(head.n)]
@@ -449,7 +467,11 @@ class MMA4(wiring.Component):
                 m.d.sync += in_grp.eq(0)
         ctl = Signal(Ctl)
         m.d.comb += [ctl.first.eq(go_first), ctl.last.eq(Mux(go_first, head.n == 0, left == 1))]
-        return _valid(m, go, "l1_valid"), _reg(m, ctl, "l1_ctl"), grp, sig_rd.data
+        # L0 holds the block RAM's data (its own output register, or the fabric's): the RAM's
+        # clock-to-out is then not in front of the shift-amount subtractions.
+        v0, ctl0 = _valid(m, go, "l0_valid"), _reg(m, ctl, "l0_ctl")
+        return (_valid(m, v0, "l1_valid"), _reg(m, ctl0, "l1_ctl"), _reg(m, grp, "l1_grp"),
+                _reg(m, sig_rd.data, "l1_ent"))
 
     # ---- significand lane ------------------------------------------------------------------
     def _significands(self, m, v1, ctl1, grp, ent, out_wr):

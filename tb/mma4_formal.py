@@ -75,11 +75,12 @@ class MMA4Control(MMA4):
 
     def _beat_unpack(self, m, beat, first, mode, half):
         ent = Signal(_Beat)
-        m.d.comb += ent.tag.eq(beat.a[0][:TAG])
-        return ent, beat.a[0][:TAG]
+        tag = self._delay(m, beat.a[0][:TAG], "x1_tag")         # the X1 registers
+        m.d.comb += ent.tag.eq(tag)
+        return ent, tag
 
     def _beat_reduce(self, m, ent, tag, *, first, f16):
-        for s in range(2, self.EXP_STAGES + 1):
+        for s in range(3, self.EXP_STAGES):
             tag = self._delay(m, tag, f"x{s}_tag")
         return tag
 
