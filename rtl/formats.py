@@ -15,7 +15,8 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["FP16Bits", "BF16Bits", "FP32Bits", "FP16", "FP32", "Kind", "Mode", "Operand", "Addend",
-           "Unpack", "UnpackAddend", "OPERAND_BIAS", "INT8_EXP"]
+           "Fields", "unpack_fields", "unpack_finish", "Unpack", "UnpackAddend", "OPERAND_BIAS",
+           "INT8_EXP"]
 
 
 class FP16Bits(data.Struct):
@@ -122,8 +123,99 @@ def _classify(m, o, exponent, fraction, top):
     ]
 
 
+class Fields(data.Struct):
+    """An A/B element with its format's fields picked out: the first half of :class:`Unpack`,
+    one shape for every kind, so that the second half (:func:`unpack_finish`) needs no kind.
+
+    Members
+    -------
+    frac : 10
+        The fraction aligned to 10 bits (INT8: the byte).
+    e : 8
+        The exponent field, zero-extended (INT8: 137, the biased exponent of every INT8 value).
+    k : 8
+        ``127 - bias`` of the format (INT8: 0).
+    top : 1
+        The exponent field is all ones (Inf or NaN).
+    nan7 : 1
+        E4M3: the fraction is 111 (with ``top`` its only NaN; E4M3 has no Inf).
+    sign : 1
+        The sign bit (INT8: bit 7 of a signed byte).
+    e4m3, int8 : 1
+        The element is E4M3 / INT8.
+    """
+
+    frac: 10
+    e: 8
+    k: 8
+    top: 1
+    nan7: 1
+    sign: 1
+    e4m3: 1
+    int8: 1
+
+
+# (exponent field, fraction field, fraction shift to 10 bits, bias) per float format.
+_FLOATS = {
+    "fp16": (slice(10, 15), slice(0, 10), 0, 15),
+    "bf16": (slice(7, 15), slice(0, 7), 3, 127),
+    "tf32": (slice(23, 31), slice(13, 23), 0, 127),
+    "e4m3": (slice(3, 7), slice(0, 3), 7, 7),
+    "e5m2": (slice(2, 7), slice(0, 2), 8, 15),
+}
+_SIGN_BIT = {"fp16": 15, "bf16": 15, "tf32": 31, "e4m3": 7, "e5m2": 7}
+
+
+def unpack_fields(m, bits, kind, alt):
+    """The first half of :class:`Unpack`: ``bits`` (32) of ``kind`` (``alt``: E5M2 / U8) to
+    :class:`Fields`, as one AND-OR of the formats' fields under one-hot format selects."""
+    sel = {"fp16": kind == Kind.FP16, "bf16": kind == Kind.BF16, "tf32": kind == Kind.TF32,
+           "e4m3": (kind == Kind.FP8) & ~alt, "e5m2": (kind == Kind.FP8) & alt}
+    int8 = ~((kind == Kind.FP16) | (kind == Kind.BF16) | (kind == Kind.TF32) | (kind == Kind.FP8))
+
+    def pick(value_of, width):
+        out = C(0, width)
+        for name, s in sel.items():
+            out = out | (s.replicate(width) & Value.cast(value_of(name))[:width])
+        return out
+
+    f = Signal(Fields)
+    e_of = {n: bits[_FLOATS[n][0]] for n in _FLOATS}
+    m.d.comb += [
+        f.frac.eq(pick(lambda n: Cat(C(0, _FLOATS[n][2]), bits[_FLOATS[n][1]]), 10)
+                  | (int8.replicate(10) & bits[0:8])),
+        f.e.eq(pick(lambda n: e_of[n], 8) | (int8.replicate(8) & (INT8_EXP + OPERAND_BIAS))),
+        f.k.eq(pick(lambda n: C(OPERAND_BIAS - _FLOATS[n][3], 8), 8)),
+        f.top.eq(pick(lambda n: e_of[n].all(), 1)),
+        f.nan7.eq(bits[0:3].all()),
+        f.sign.eq(pick(lambda n: bits[_SIGN_BIT[n]], 1) | (int8 & bits[7] & ~alt)),
+        f.e4m3.eq(sel["e4m3"]),
+        f.int8.eq(int8),
+    ]
+    return f
+
+
+def unpack_finish(m, f):
+    """The second half of :class:`Unpack`: :class:`Fields` to an :class:`Operand` (no kind
+    needed: the exponent add, the zero test and the INT8 magnitude)."""
+    o = Signal(Operand)
+    ez, fz = f.e == 0, f.frac == 0
+    v = f.frac[0:8]
+    mag = Mux(f.sign, -v.as_signed(), v)[:8]         # -128 -> 128: 8 bits unsigned
+    m.d.comb += [
+        o.sign.eq(f.sign),
+        o.sig.eq(Mux(f.int8, mag, Cat(f.frac, ~ez))),
+        o.bexp.eq(Mux(ez, 1, f.e) + f.k),
+        o.zero.eq(fz & (ez | f.int8)),
+        o.inf.eq(f.top & fz & ~f.e4m3),
+        o.nan.eq(f.top & Mux(f.e4m3, f.nan7, ~fz)),
+    ]
+    return o
+
+
 class Unpack(wiring.Component):
-    """An A or B element of any :class:`Kind` to an :class:`Operand`.  Combinational.
+    """An A or B element of any :class:`Kind` to an :class:`Operand`.  Combinational: the two
+    halves :func:`unpack_fields` and :func:`unpack_finish`, which the core registers apart.
 
     Members
     -------
@@ -141,53 +233,9 @@ class Unpack(wiring.Component):
     alt: In(1)
     o: Out(Operand)
 
-    # (exponent field, fraction field, fraction shift to 10 bits, bias, Inf/NaN exponent or
-    # None for E4M3's finite encoding) per float format.
-    _FLOATS = {
-        "fp16": (slice(10, 15), slice(0, 10), 0, 15),
-        "bf16": (slice(7, 15), slice(0, 7), 3, 127),
-        "tf32": (slice(23, 31), slice(13, 23), 0, 127),
-        "e4m3": (slice(3, 7), slice(0, 3), 7, 7),
-        "e5m2": (slice(2, 7), slice(0, 2), 8, 15),
-    }
-
     def elaborate(self, platform):
         m = Module()
-        o, bits = self.o, self.bits
-
-        def unpack_float(name):
-            ef, ff, shift, bias = self._FLOATS[name]
-            e, f = bits[ef], bits[ff]
-            top = (1 << len(e)) - 1
-            m.d.comb += [
-                o.sign.eq(bits[{"tf32": 31, "e4m3": 7, "e5m2": 7}.get(name, 15)]),
-                o.sig.eq(Cat(C(0, shift), f, e != 0)),
-                o.bexp.eq(Mux(e == 0, 1, e) + (OPERAND_BIAS - bias)),
-                o.zero.eq((e == 0) & (f == 0)),
-            ]
-            if name == "e4m3":                  # no Inf; S.1111.111 is the only NaN
-                m.d.comb += o.nan.eq((e == top) & (f == 0b111))
-            else:
-                m.d.comb += [o.inf.eq((e == top) & (f == 0)), o.nan.eq((e == top) & (f != 0))]
-
-        with m.Switch(self.kind):
-            with m.Case(Kind.FP16):
-                unpack_float("fp16")
-            with m.Case(Kind.BF16):
-                unpack_float("bf16")
-            with m.Case(Kind.TF32):
-                unpack_float("tf32")
-            with m.Case(Kind.FP8):
-                with m.If(self.alt):
-                    unpack_float("e5m2")
-                with m.Else():
-                    unpack_float("e4m3")
-            with m.Default():                   # INT8 (and the unused codes)
-                v = bits[0:8]
-                neg = v[7] & ~self.alt
-                mag = Mux(neg, -v.as_signed(), v)[:8]    # -128 -> 128: 8 bits unsigned
-                m.d.comb += [o.sign.eq(neg), o.sig.eq(mag), o.zero.eq(v == 0),
-                             o.bexp.eq(INT8_EXP + OPERAND_BIAS)]
+        m.d.comb += self.o.eq(unpack_finish(m, unpack_fields(m, self.bits, self.kind, self.alt)))
         return m
 
 

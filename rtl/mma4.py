@@ -12,7 +12,7 @@ from numerics import ARCHS, HOPPER
 from .datapath import (ACC_WIDTH, ADDEND_SHIFT, ADDEND_TERM_BITS, E_WIDTH, EXP_BIAS,
                        GRID, Multiplier, RoundPack, add_cin, addend_shift, coarse, dsp_operands,
                        extend, product_term)
-from .formats import FP16, FP32, Kind, Mode, Operand, Unpack, UnpackAddend
+from .formats import FP16, FP32, Kind, Mode, UnpackAddend, unpack_fields, unpack_finish
 
 __all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry", "Kind", "Mode", "KDEPTH",
            "MAX_BEATS", "PASSES"]
@@ -145,6 +145,12 @@ def _valid(m, value, name):
     return reg
 
 
+def _step(counter, up, down):
+    """``counter + up - down`` as one carry chain: adds 1, 0 or all ones (-1)."""
+    w = len(counter)
+    return (counter + Cat(up ^ down, (down & ~up).replicate(w - 1)))[:w]
+
+
 def _max(a, b):
     return Mux(a > b, a, b)
 
@@ -188,7 +194,7 @@ class MMA4(wiring.Component):
     falls only when 16 groups wait (and on the first clock of an 8-bit beat).  Datapath
     registers have no reset; valid bits, pointers and counters do.
 
-    Latency (:meth:`latency_of`): with no stalls D leaves :attr:`LATENCY` = 20 clocks after the
+    Latency (:meth:`latency_of`): with no stalls D leaves :attr:`LATENCY` = 23 clocks after the
     cycle its group's last beat was accepted, plus one per further pass of the group: +0
     single-beat and +3 fused for the 16-bit kinds and TF32, +1 single-beat and +7 fused for
     the 8-bit kinds (a group's passes cross the multipliers after its last beat has arrived).
@@ -217,9 +223,9 @@ class MMA4(wiring.Component):
     # credits never stop a stream with o.ready high; 512, one block-RAM row (yosys would put
     # a 32-deep one in LUT RAM, with a 512-bit read mux).
     OUTPUTS = 512
-    # accept -> group FIFO write: X0 the raw pass, X1 unpacked, X2 product exponents, X3..X5
-    # the maximum (the group's running maximum is written from X5).
-    EXP_STAGES = 6
+    # accept -> group FIFO write: X0 the raw pass, X1 the operands' fields, X2 the operands,
+    # X3 product exponents, X4..X6 the maximum (the group's running maximum is written from X6).
+    EXP_STAGES = 7
     # accept -> o.valid: the exponent lane, one clock to start, the FIFO read and its output
     # register, the shift amounts, the DSP, two adder levels, the accumulator, the rounder,
     # the output FIFO.
@@ -302,7 +308,7 @@ class MMA4(wiring.Component):
             m.d.sync += widx.eq(Mux(last, 0, widx + 1))
             with m.If(first):
                 m.d.sync += g_mode.eq(beat.mode)
-        m.d.sync += groups.eq(groups + (take & first) - started)
+        m.d.sync += groups.eq(_step(groups, take & first, started))
 
         # X0: the pass as accepted, raw, with its control: the input port feeds flip-flops
         # only, and the unpackers' selects come from registers, not from the mode mux.
@@ -310,22 +316,23 @@ class MMA4(wiring.Component):
         m.d.comb += [xc.first.eq(first), xc.last.eq(last), xc.mode.eq(mode), xc.n.eq(widx),
                      xc.half.eq(half)]
         x0, ctl, v = _reg(m, beat, "x0_beat"), _reg(m, xc, "x0_ctl"), _valid(m, take, "x0_valid")
-        # X1 (the unpacked operands, inside _beat_unpack) and X2: the pass as the significand
-        # FIFO keeps it (written from this register).
+        # X1, X2 (the operands' fields, then the operands: inside _beat_unpack) and X3: the
+        # pass as the significand FIFO keeps it (written from this register).
         ent, aux = self._beat_unpack(m, x0, ctl.first, ctl.mode, ctl.half)
-        ctl, v = _reg(m, ctl, "x1_ctl"), _valid(m, v, "x1_valid")
-        x2, aux2 = _reg(m, ent, "x2_ent"), _reg(m, aux, "x2_aux")
-        ctl, v = _reg(m, ctl, "x2_ctl"), _valid(m, v, "x2_valid")
+        for s in (1, 2):
+            ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
+        x3, aux3 = _reg(m, ent, "x3_ent"), _reg(m, aux, "x3_aux")
+        ctl, v = _reg(m, ctl, "x3_ctl"), _valid(m, v, "x3_valid")
         wp = Signal(range(self.BEATS))
-        m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(x2), sig_wr.en.eq(v)]
+        m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(x3), sig_wr.en.eq(v)]
         m.d.sync += wp.eq(Mux(v, wp + 1, wp))
 
-        # X3..X5: the pass's reduction; the group's at X5, whose last pass pushes the group.
-        x5 = self._beat_reduce(m, x2, aux2, first=ctl.first, f16=ctl.mode.acc_f16)
-        for s in range(3, self.EXP_STAGES):
+        # X4..X6: the pass's reduction; the group's at X6, whose last pass pushes the group.
+        x6 = self._beat_reduce(m, x3, aux3, first=ctl.first, f16=ctl.mode.acc_f16)
+        for s in range(4, self.EXP_STAGES):
             ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
         ent = Signal(self._group_layout)
-        self._group_reduce(m, ent, x5, v, ctl.first, ctl.mode)
+        self._group_reduce(m, ent, x6, v, ctl.first, ctl.mode)
         m.d.comb += [ent.mode.eq(ctl.mode), ent.n.eq(ctl.n)]
         gwp = Signal(range(self.GROUPS))
         m.d.comb += [grp_wr.addr.eq(gwp), grp_wr.data.eq(ent), grp_wr.en.eq(v & ctl.last)]
@@ -358,65 +365,66 @@ class MMA4(wiring.Component):
         return a_bits, b_bits
 
     def _beat_unpack(self, m, beat, first, mode, half):
-        """X1 and the combinational part of X2: the operands unpacked into the X1 registers
-        (each addend already as the FIFO keeps it), then the :class:`BeatEntry` with the
-        product exponents, and per product and addend the NaN / +Inf / -Inf flags."""
+        """X1, X2 and the combinational part of X3: each A/B element's format fields picked
+        out (X1), then unpacked (X2); each addend unpacked into X1 as the FIFO keeps it, and
+        carried to X2; then the :class:`BeatEntry` with the product exponents, and per product
+        and addend the NaN / +Inf / -Inf flags."""
         a_bits, b_bits = self._operand_bits(beat, mode, half)
         int8 = mode.kind == Kind.INT8
-        ua = [self._unpack(m, f"ua{x}", a_bits[x], mode.kind, mode.a_alt) for x in range(16)]
-        ub = [self._unpack(m, f"ub{x}", b_bits[x], mode.kind, mode.b_alt) for x in range(16)]
-        ua, ub = _reg(m, ua, "x1_a"), _reg(m, ub, "x1_b")
+        fa = _reg(m, [unpack_fields(m, a_bits[x], mode.kind, mode.a_alt) for x in range(16)], "x1_fa")
+        fb = _reg(m, [unpack_fields(m, b_bits[x], mode.kind, mode.b_alt) for x in range(16)], "x1_fb")
+        ua = _reg(m, [unpack_finish(m, f) for f in fa], "x2_a")
+        ub = _reg(m, [unpack_finish(m, f) for f in fb], "x2_b")
         ent = Signal(BeatEntry)
-        c1 = [Signal(34, name=f"x1_c{x}", reset_less=True) for x in range(16)]    # sig, neg, pe
         c_cls = []
         for x in range(16):
             c, ec = self._unpack_addend(m, f"uc{x}", beat.c[x], mode.acc_f16)
             cf = first & ~int8                  # C is read on a group's first pass; S32 has no specials
             raw = beat.c[x]
-            c_cls.append(_reg(m, Cat(cf & c.nan, cf & c.inf & ~c.sign, cf & c.inf & c.sign),
-                              f"x1_ccls{x}"))
-            m.d.sync += c1[x].eq(Cat(Mux(first, Mux(int8, raw[:24], c.sig), 0), c.sign & ~int8,
-                                     Mux(first, Mux(int8, raw[24:], Mux(c.zero, 0, ec)), 0)))
-            m.d.comb += [ent.c_sig[x].eq(c1[x][:24]), ent.c_neg[x].eq(c1[x][24]),
-                         ent.c_pe[x].eq(c1[x][25:])]
+            c_cls.append(_reg(m, _reg(m, Cat(cf & c.nan, cf & c.inf & ~c.sign, cf & c.inf & c.sign),
+                                      f"x1_ccls{x}"), f"x2_ccls{x}"))
+            c2 = _reg(m, _reg(m, Cat(Mux(first, Mux(int8, raw[:24], c.sig), 0), c.sign & ~int8,
+                                     Mux(first, Mux(int8, raw[24:], Mux(c.zero, 0, ec)), 0)),
+                              f"x1_c{x}"), f"x2_c{x}")                # sig, neg, pe
+            m.d.comb += [ent.c_sig[x].eq(c2[:24]), ent.c_neg[x].eq(c2[24]),
+                         ent.c_pe[x].eq(c2[25:])]
         cls = []                                # per output: 4 products then C, 3 bits each
         for x in range(16):
             i, j = divmod(x, 4)
             for k in range(4):
-                a, b = Operand(ua[4 * i + k]), Operand(ub[4 * k + j])
+                a, b = ua[4 * i + k], ub[4 * k + j]
                 m.d.comb += ent.pe[4 * x + k].eq(Mux(a.zero | b.zero, 0, a.bexp + b.bexp))
                 nan = a.nan | b.nan | (a.inf & b.zero) | (b.inf & a.zero)
                 inf = (a.inf | b.inf) & ~nan
                 neg = a.sign ^ b.sign
                 cls += [nan, inf & ~neg, inf & neg]
             cls += [c_cls[x][0], c_cls[x][1], c_cls[x][2]]
-            a, b = Operand(ua[x]), Operand(ub[x])
-            m.d.comb += [ent.a_sig[x].eq(a.sig), ent.a_neg[x].eq(a.sign),
-                         ent.b_sig[x].eq(b.sig), ent.b_neg[x].eq(b.sign)]
+            m.d.comb += [ent.a_sig[x].eq(ua[x].sig), ent.a_neg[x].eq(ua[x].sign),
+                         ent.b_sig[x].eq(ub[x].sig), ent.b_neg[x].eq(ub[x].sign)]
         return ent, Cat(*cls)
 
     def _beat_reduce(self, m, ent, cls, *, first, f16):
-        """X3..X5: per output, the maximum over its 4 products and C (with the FP16 floor on
+        """X4..X6: per output, the maximum over its 4 products and C (with the FP16 floor on
         a group's first pass), two compares per level, and the specials OR-ed; returns the
-        X5 registers ``[(e, nan/+inf/-inf)]``."""
+        X6 registers ``[(e, nan/+inf/-inf)]``."""
         w = E_WIDTH
         floor = Mux(first & f16, self._f16_floor, 0)
         pe = ent.pe
-        x3 = _reg(m, [Cat(_max(pe[4 * x], pe[4 * x + 1]), _max(pe[4 * x + 2], pe[4 * x + 3]),
-                          _max(ent.c_pe[x], floor)) for x in range(16)], "x3_e")
-        x3_sp = _reg(m, [Cat(*(cls[15 * x + 3 * t + f] for t in range(5))).any()
-                         for x in range(16) for f in range(3)], "x3_sp")
-        x4 = _reg(m, [Cat(_max(x3[x][0:w], x3[x][w:2 * w]), x3[x][2 * w:3 * w]) for x in range(16)],
-                  "x4_e")
-        x4_sp = _reg(m, [Cat(*x3_sp[3 * x:3 * x + 3]) for x in range(16)], "x4_sp")
-        x5 = _reg(m, [_max(x4[x][0:w], x4[x][w:2 * w]) for x in range(16)], "x5_e")
-        return list(zip(x5, _reg(m, x4_sp, "x5_sp")))
+        x4 = _reg(m, [Cat(_max(pe[4 * x], pe[4 * x + 1]), _max(pe[4 * x + 2], pe[4 * x + 3]),
+                          _max(ent.c_pe[x], floor)) for x in range(16)], "x4_e")
+        x4_sp = _reg(m, [Cat(*(cls[15 * x + 3 * t + f] for t in range(5))).any()
+                         for x in range(16) for f in range(3)], "x4_sp")
+        x5 = _reg(m, [Cat(_max(x4[x][0:w], x4[x][w:2 * w]), x4[x][2 * w:3 * w]) for x in range(16)],
+                  "x5_e")
+        x5_sp = _reg(m, [Cat(*x4_sp[3 * x:3 * x + 3]) for x in range(16)], "x5_sp")
+        x6 = _reg(m, [_max(x5[x][0:w], x5[x][w:2 * w]) for x in range(16)], "x6_e")
+        return list(zip(x6, _reg(m, x5_sp, "x6_sp")))
 
-    def _group_reduce(self, m, ent, x5, valid, first, mode):
+    def _group_reduce(self, m, ent, x6, valid, first, mode):
         """The running maximum and specials over the group; ``ent`` (a :class:`GroupEntry`)
-        gets E (fixed for INT8) and the special code including the pass now at X5."""
+        gets E (fixed for INT8) and the special code including the pass now at X6."""
         int8 = mode.kind == Kind.INT8
-        for x, (e, sp) in enumerate(x5):
+        for x, (e, sp) in enumerate(x6):
             ge = Signal(E_WIDTH, name=f"grp_e{x}", reset_less=True)
             gs = Signal(3, name=f"grp_sp{x}", reset_less=True)
             e_new = _max(Mux(first, 0, ge), e)
@@ -426,13 +434,6 @@ class MMA4(wiring.Component):
             nan, pinf, ninf = s_new[0], s_new[1], s_new[2]
             m.d.comb += [ent.e[x].eq(Mux(int8, E_INT8, e_new)),
                          ent.special[x].eq(Mux(nan | (pinf & ninf), 1, Mux(pinf, 2, Mux(ninf, 3, 0))))]
-
-    def _unpack(self, m, name, bits, kind, alt):
-        """An A/B :class:`rtl.formats.Operand` (biased exponent nominal + 127, subnormals at
-        the minimum)."""
-        u = m.submodules[name] = Unpack()
-        m.d.comb += [u.bits.eq(bits), u.kind.eq(kind), u.alt.eq(alt)]
-        return u.o
 
     def _unpack_addend(self, m, name, bits, f16):
         """C and its biased exponent (nominal + EXP_BIAS)."""
@@ -452,10 +453,11 @@ class MMA4(wiring.Component):
         head = grp_rd.data
         go_first = ~in_grp & (ready != 0) & (credits != 0)
         go = go_first | in_grp
-        m.d.comb += [started.eq(go_first), grp_rd.addr.eq(grp_rp),
-                     sig_rd.addr.eq(sig_rp), sig_rd.en.eq(go)]
-        m.d.sync += [ready.eq(ready + self._grp_pushed - go_first),
-                     credits.eq(credits + pop - go_first),
+        # The significand FIFO's read port is always enabled: its data is used only the clock
+        # after go (l0_valid), and an enable would be one net to every block RAM and register.
+        m.d.comb += [started.eq(go_first), grp_rd.addr.eq(grp_rp), sig_rd.addr.eq(sig_rp)]
+        m.d.sync += [ready.eq(_step(ready, self._grp_pushed, go_first)),
+                     credits.eq(_step(credits, pop, go_first)),
                      sig_rp.eq(Mux(go, sig_rp + 1, sig_rp))]
         grp = Signal(self._group_layout, reset_less=True)    # the group now in L0
         with m.If(go_first):
@@ -601,7 +603,7 @@ class MMA4(wiring.Component):
         fetch = (count != 0) & (~self.o.valid | self.o.ready)
         m.d.comb += [out_rd.addr.eq(orp), out_rd.en.eq(fetch), self.o.payload.eq(out_rd.data),
                      pop.eq(self.o.valid & self.o.ready)]
-        m.d.sync += [count.eq(count + self._out_push - fetch), orp.eq(Mux(fetch, orp + 1, orp))]
+        m.d.sync += [count.eq(_step(count, self._out_push, fetch)), orp.eq(Mux(fetch, orp + 1, orp))]
         with m.If(fetch):
             m.d.sync += self.o.valid.eq(1)
         with m.Elif(self.o.ready):

@@ -41,9 +41,9 @@ __all__ = ["MMA4Control", "StreamCheck", "DEPTH", "harness"]
 
 TAG = 1                                          # the mark
 COUNT = 6                                        # groups and words counted since reset
-# The 16-bit kinds' fused latency + 8 beats (31 clocks; an 8-bit group's two passes per beat
-# are inside it: its fused latency + 4 beats).  The FP8 fused latency + 8 beats, 35 clocks,
-# also passes, but takes ten minutes instead of fifteen seconds.
+# The 16-bit kinds' fused latency + 8 beats (34 clocks; an 8-bit group's two passes per beat
+# are inside it: its fused latency + 4 beats).  The FP8 fused latency + 8 beats, 38 clocks,
+# is a much longer proof (minutes per clock of depth) and is not run.
 DEPTH = MMA4.latency_of(Kind.FP16, MAX_BEATS) + 8
 
 
@@ -75,12 +75,12 @@ class MMA4Control(MMA4):
 
     def _beat_unpack(self, m, beat, first, mode, half):
         ent = Signal(_Beat)
-        tag = self._delay(m, beat.a[0][:TAG], "x1_tag")         # the X1 registers
+        tag = self._delay(m, self._delay(m, beat.a[0][:TAG], "x1_tag"), "x2_tag")  # X1, X2
         m.d.comb += ent.tag.eq(tag)
         return ent, tag
 
     def _beat_reduce(self, m, ent, tag, *, first, f16):
-        for s in range(3, self.EXP_STAGES):
+        for s in range(4, self.EXP_STAGES):
             tag = self._delay(m, tag, f"x{s}_tag")
         return tag
 
