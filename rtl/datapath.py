@@ -246,23 +246,24 @@ class RoundPack(wiring.Component):
         f_eff = Mux(low, f[0:3], f)[:E_WIDTH + 1]
         gone = f < -24                                  # every bit lies below 2**-149
         marker = Mux(f_eff < W, Const(1 << (W - 1), W) >> f_eff[:6], 0)
-        # An integer result (INT8 inputs: acc = C + the exact products) rides in ``mag`` with
-        # no shift: S32 bits, wrapped, or clamped when the top three bits disagree.
+        # An integer result (INT8 inputs: acc = C + the exact products) replaces ``mag`` at N2,
+        # with no shift: S32 bits, wrapped, or clamped when the top three bits disagree.
         top = acc[31:ACC_WIDTH]
         over = ~acc[-1] & (top != 0)
         under = acc[-1] & (top != 0b111)
         s32 = Mux(self.sat & over, 0x7FFF_FFFF, Mux(self.sat & under, 0x8000_0000, acc[:32]))
-        mag = Mux(self.int8, s32, mag)
         # The right shift by 8k of a low clamp, one-hot (none when every bit is gone).
         right = Cat(*(low & ~gone & (k == n) for n in (1, 2, 3)))
         n1 = [self._reg(m, v, f"n1_{i}") for i, v in enumerate(
-            [mag, Cat(mag | marker), f_eff, low, right, neg, self.f16, self.special, self.cut13,
+            [mag, s32, marker, f_eff, low, right, neg, self.f16, self.special, self.cut13,
              self.int8])]
-        mag1, probe1, f1, low1, right1, neg1, f16_1, sp1, c13_1, int_1 = n1
+        mag1, s32_1, marker1, f1, low1, right1, neg1, f16_1, sp1, c13_1, int_1 = n1
 
         # N2: the left shift L = min(leading zeros, F) by the marker (none for an integer),
         # counted per byte: the probe with seven ones below it is five bytes from the top, and
         # each byte's count of leading zeros is its own 8-bit tree.
+        probe1 = mag1 | marker1
+        mag1 = Mux(int_1, s32_1, mag1)
         padded = Cat(C(0x7F, 7), probe1)
         chunks = [padded[40 - 8 * (c + 1):40 - 8 * c] for c in range(5)]
         nz = Cat(*(ch.any() | (int_1 if c == 0 else 0) for c, ch in enumerate(chunks)))

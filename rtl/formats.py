@@ -15,7 +15,7 @@ from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
 __all__ = ["FP16Bits", "BF16Bits", "FP32Bits", "FP16", "FP32", "Kind", "Mode", "Operand", "Addend",
-           "Fields", "unpack_fields", "unpack_finish", "Unpack", "UnpackAddend", "OPERAND_BIAS",
+           "Fields", "FormatSel", "format_select", "unpack_fields", "unpack_finish", "Unpack", "UnpackAddend", "OPERAND_BIAS",
            "INT8_EXP"]
 
 
@@ -166,12 +166,32 @@ _FLOATS = {
 _SIGN_BIT = {"fp16": 15, "bf16": 15, "tf32": 31, "e4m3": 7, "e5m2": 7}
 
 
-def unpack_fields(m, bits, kind, alt):
-    """The first half of :class:`Unpack`: ``bits`` (32) of ``kind`` (``alt``: E5M2 / U8) to
-    :class:`Fields`, as one AND-OR of the formats' fields under one-hot format selects."""
-    sel = {"fp16": kind == Kind.FP16, "bf16": kind == Kind.BF16, "tf32": kind == Kind.TF32,
-           "e4m3": (kind == Kind.FP8) & ~alt, "e5m2": (kind == Kind.FP8) & alt}
-    int8 = ~((kind == Kind.FP16) | (kind == Kind.BF16) | (kind == Kind.TF32) | (kind == Kind.FP8))
+class FormatSel(data.Struct):
+    """An A/B element's format, one-hot (what :func:`unpack_fields` selects by)."""
+
+    fp16: 1
+    bf16: 1
+    tf32: 1
+    e4m3: 1
+    e5m2: 1
+    int8: 1     # INT8 (and the unused kind codes)
+
+
+def format_select(kind, alt):
+    """The :class:`FormatSel` bits of ``kind`` (``alt``: E5M2 / U8), as a value."""
+    fp8 = kind == Kind.FP8
+    known = (kind == Kind.FP16) | (kind == Kind.BF16) | (kind == Kind.TF32) | fp8
+    return Cat(kind == Kind.FP16, kind == Kind.BF16, kind == Kind.TF32, fp8 & ~alt, fp8 & alt,
+               ~known)
+
+
+def unpack_fields(m, bits, fmt, alt):
+    """The first half of :class:`Unpack`: ``bits`` (32) in the format ``fmt`` (a
+    :class:`FormatSel`; ``alt``: U8) to :class:`Fields`, as one AND-OR of the formats' fields
+    under the one-hot selects (registers in the core, so that this is the stage's only logic)."""
+    fmt = FormatSel(fmt)
+    sel = {name: getattr(fmt, name) for name in _FLOATS}
+    int8 = fmt.int8
 
     def pick(value_of, width):
         out = C(0, width)
@@ -235,7 +255,8 @@ class Unpack(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.d.comb += self.o.eq(unpack_finish(m, unpack_fields(m, self.bits, self.kind, self.alt)))
+        fields = unpack_fields(m, self.bits, format_select(self.kind, self.alt), self.alt)
+        m.d.comb += self.o.eq(unpack_finish(m, fields))
         return m
 
 

@@ -12,7 +12,8 @@ from numerics import ARCHS, HOPPER
 from .datapath import (ACC_WIDTH, ADDEND_SHIFT, ADDEND_TERM_BITS, E_WIDTH, EXP_BIAS,
                        GRID, Multiplier, RoundPack, add_cin, addend_shift, coarse, dsp_operands,
                        extend, product_term)
-from .formats import FP16, FP32, Kind, Mode, UnpackAddend, unpack_fields, unpack_finish
+from .formats import (FP16, FP32, FormatSel, Kind, Mode, UnpackAddend, format_select,
+                      unpack_fields, unpack_finish)
 
 __all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry", "Kind", "Mode", "KDEPTH",
            "MAX_BEATS", "PASSES"]
@@ -115,7 +116,19 @@ class XCtl(data.Struct):
     last: 1
     mode: Mode
     n: range(MAX_PASSES)
-    half: 1         # the second pass of an 8-bit beat
+
+
+class Sel(data.Struct):
+    """A pass's selects, decoded one-hot ahead of X0: which bits of the beat its elements are
+    (the 16-bit words, TF32's 32-bit ones, the 8-bit kinds' first or second four k) and the
+    formats of A and B, so that X1's logic is AND-OR of flip-flops."""
+
+    w16: 1
+    w32: 1
+    lo8: 1
+    hi8: 1
+    a: FormatSel
+    b: FormatSel
 
 
 class Flags(data.Struct):
@@ -313,12 +326,17 @@ class MMA4(wiring.Component):
         # X0: the pass as accepted, raw, with its control: the input port feeds flip-flops
         # only, and the unpackers' selects come from registers, not from the mode mux.
         xc = Signal(XCtl)
-        m.d.comb += [xc.first.eq(first), xc.last.eq(last), xc.mode.eq(mode), xc.n.eq(widx),
-                     xc.half.eq(half)]
+        m.d.comb += [xc.first.eq(first), xc.last.eq(last), xc.mode.eq(mode), xc.n.eq(widx)]
+        sel = Signal(Sel)
+        tf32 = mode.kind == Kind.TF32
+        m.d.comb += [sel.w16.eq(~tf32 & ~two), sel.w32.eq(tf32), sel.lo8.eq(two & ~half),
+                     sel.hi8.eq(half), sel.a.eq(format_select(mode.kind, mode.a_alt)),
+                     sel.b.eq(format_select(mode.kind, mode.b_alt))]
         x0, ctl, v = _reg(m, beat, "x0_beat"), _reg(m, xc, "x0_ctl"), _valid(m, take, "x0_valid")
+        sel = _reg(m, sel, "x0_sel")
         # X1, X2 (the operands' fields, then the operands: inside _beat_unpack) and X3: the
         # pass as the significand FIFO keeps it (written from this register).
-        ent, aux = self._beat_unpack(m, x0, ctl.first, ctl.mode, ctl.half)
+        ent, aux = self._beat_unpack(m, x0, sel, ctl.first, ctl.mode)
         for s in (1, 2):
             ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
         x3, aux3 = _reg(m, ent, "x3_ent"), _reg(m, aux, "x3_aux")
@@ -340,16 +358,19 @@ class MMA4(wiring.Component):
         self._grp_pushed = v & ctl.last
 
     # ---- exponent lane: data ---------------------------------------------------------------
-    def _operand_bits(self, beat, mode, half):
+    def _operand_bits(self, beat, sel):
         """The 32 operand elements of this pass: A[i][k] at 4i + k and B[k][j] at 4k + j
-        (k 0..3 of the pass), as element bits for :class:`rtl.formats.Unpack`."""
+        (k 0..3 of the pass), as element bits for :func:`rtl.formats.unpack_fields`, picked
+        by the one-hot :class:`Sel`."""
         ra, rb = beat.a.as_value(), beat.b.as_value()
-        tf32, byte = mode.kind == Kind.TF32, (mode.kind == Kind.FP8) | (mode.kind == Kind.INT8)
 
-        def pick(raw, w16, w32, b8):
-            v32 = raw.word_select(w32, 32) if w32 is not None else C(0, 32)
-            v8 = Mux(half, raw.word_select(b8 + 4, 8), raw.word_select(b8, 8))  # k + 4 on pass 2
-            return Mux(tf32, v32, Mux(byte, v8, raw.word_select(w16, 16)))
+        def pick(w16, w32, lo8, hi8):
+            out = C(0, 32)
+            for s, v in ((sel.w16, w16), (sel.w32, w32), (sel.lo8, lo8), (sel.hi8, hi8)):
+                if v is not None:
+                    v = Value.cast(v)
+                    out = out | Cat(s.replicate(len(v)) & v)
+            return out
 
         def col_byte(j, c):                     # byte c of B's column j (see Beat)
             return rb[16 * (4 * (c // 2) + j) + 8 * (c % 2):][:8]
@@ -357,35 +378,38 @@ class MMA4(wiring.Component):
         a_bits, b_bits = [], []
         for x in range(16):
             i, k = divmod(x, 4)
-            a_bits.append(pick(ra, x, 2 * i + k if k < 2 else None, 8 * i + k))
-            kb, j = divmod(x, 4)
-            v8 = Mux(half, col_byte(j, 4 + kb), col_byte(j, kb))      # rows 4..7 on pass 2
-            v32 = Cat(*(col_byte(j, 4 * kb + n) for n in range(4))) if kb < 2 else C(0, 32)
-            b_bits.append(Mux(tf32, v32, Mux(byte, v8, rb.word_select(x, 16))))
+            a_bits.append(pick(ra.word_select(x, 16), ra.word_select(2 * i + k, 32) if k < 2 else None,
+                               ra.word_select(8 * i + k, 8), ra.word_select(8 * i + k + 4, 8)))
+            kb, j = divmod(x, 4)                # B: rows 4..7 on an 8-bit beat's second pass
+            v32 = Cat(*(col_byte(j, 4 * kb + n) for n in range(4))) if kb < 2 else None
+            b_bits.append(pick(rb.word_select(x, 16), v32, col_byte(j, kb), col_byte(j, 4 + kb)))
         return a_bits, b_bits
 
-    def _beat_unpack(self, m, beat, first, mode, half):
+    def _beat_unpack(self, m, beat, sel, first, mode):
         """X1, X2 and the combinational part of X3: each A/B element's format fields picked
-        out (X1), then unpacked (X2); each addend unpacked into X1 as the FIFO keeps it, and
-        carried to X2; then the :class:`BeatEntry` with the product exponents, and per product
+        out (X1), then unpacked (X2); each addend carried raw through X1 and unpacked into X2
+        as the FIFO keeps it; then the :class:`BeatEntry` with the product exponents, and per product
         and addend the NaN / +Inf / -Inf flags."""
-        a_bits, b_bits = self._operand_bits(beat, mode, half)
+        a_bits, b_bits = self._operand_bits(beat, sel)
         int8 = mode.kind == Kind.INT8
-        fa = _reg(m, [unpack_fields(m, a_bits[x], mode.kind, mode.a_alt) for x in range(16)], "x1_fa")
-        fb = _reg(m, [unpack_fields(m, b_bits[x], mode.kind, mode.b_alt) for x in range(16)], "x1_fb")
+        fa = _reg(m, [unpack_fields(m, a_bits[x], sel.a, mode.a_alt) for x in range(16)], "x1_fa")
+        fb = _reg(m, [unpack_fields(m, b_bits[x], sel.b, mode.b_alt) for x in range(16)], "x1_fb")
         ua = _reg(m, [unpack_finish(m, f) for f in fa], "x2_a")
         ub = _reg(m, [unpack_finish(m, f) for f in fb], "x2_b")
         ent = Signal(BeatEntry)
+        # The addends cross X1 raw and are unpacked into X2, as the FIFO keeps them.
+        c1, first, f16 = _reg(m, beat.c, "x1_craw"), _reg(m, first, "x1_first"), _reg(m, mode.acc_f16, "x1_f16")
+        int8 = _reg(m, int8, "x1_int8")
         c_cls = []
         for x in range(16):
-            c, ec = self._unpack_addend(m, f"uc{x}", beat.c[x], mode.acc_f16)
+            c, ec = self._unpack_addend(m, f"uc{x}", c1[x], f16)
             cf = first & ~int8                  # C is read on a group's first pass; S32 has no specials
-            raw = beat.c[x]
-            c_cls.append(_reg(m, _reg(m, Cat(cf & c.nan, cf & c.inf & ~c.sign, cf & c.inf & c.sign),
-                                      f"x1_ccls{x}"), f"x2_ccls{x}"))
-            c2 = _reg(m, _reg(m, Cat(Mux(first, Mux(int8, raw[:24], c.sig), 0), c.sign & ~int8,
-                                     Mux(first, Mux(int8, raw[24:], Mux(c.zero, 0, ec)), 0)),
-                              f"x1_c{x}"), f"x2_c{x}")                # sig, neg, pe
+            raw = c1[x]
+            c_cls.append(_reg(m, Cat(cf & c.nan, cf & c.inf & ~c.sign, cf & c.inf & c.sign),
+                              f"x2_ccls{x}"))
+            c2 = _reg(m, Cat(Mux(first, Mux(int8, raw[:24], c.sig), 0), c.sign & ~int8,
+                             Mux(first, Mux(int8, raw[24:], Mux(c.zero, 0, ec)), 0)),
+                      f"x2_c{x}")                # sig, neg, pe
             m.d.comb += [ent.c_sig[x].eq(c2[:24]), ent.c_neg[x].eq(c2[24]),
                          ent.c_pe[x].eq(c2[25:])]
         cls = []                                # per output: 4 products then C, 3 bits each

@@ -73,7 +73,7 @@ class MMA4Control(MMA4):
             self.OUTPUTS = outputs
         super().__init__()
 
-    def _beat_unpack(self, m, beat, first, mode, half):
+    def _beat_unpack(self, m, beat, sel, first, mode):
         ent = Signal(_Beat)
         tag = self._delay(m, self._delay(m, beat.a[0][:TAG], "x1_tag"), "x2_tag")  # X1, X2
         m.d.comb += ent.tag.eq(tag)
