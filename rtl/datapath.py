@@ -245,7 +245,8 @@ class RoundPack(wiring.Component):
         k = (~f[3:5] + 1)[:2]
         f_eff = Mux(low, f[0:3], f)[:E_WIDTH + 1]
         gone = f < -24                                  # every bit lies below 2**-149
-        marker = Mux(f_eff < W, Const(1 << (W - 1), W) >> f_eff[:6], 0)
+        # (A low clamp's marker is never read: its L is F'.  So the marker needs F, not F'.)
+        marker = Mux(f < W, Const(1 << (W - 1), W) >> f[:6], 0)
         # An integer result (INT8 inputs: acc = C + the exact products) replaces ``mag`` at N2,
         # with no shift: S32 bits, wrapped, or clamped when the top three bits disagree.
         top = acc[31:ACC_WIDTH]

@@ -12,11 +12,11 @@ from numerics import ARCHS, HOPPER
 from .datapath import (ACC_WIDTH, ADDEND_SHIFT, ADDEND_TERM_BITS, E_WIDTH, EXP_BIAS,
                        GRID, Multiplier, RoundPack, add_cin, addend_shift, coarse, dsp_operands,
                        extend, product_term)
-from .formats import (FP16, FP32, FormatSel, Kind, Mode, UnpackAddend, format_select,
+from .formats import (FP16, FP32, Fields, FormatSel, Kind, Mode, UnpackAddend, format_select,
                       unpack_fields, unpack_finish)
 
 __all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry", "Kind", "Mode", "KDEPTH",
-           "MAX_BEATS", "PASSES"]
+           "MAX_BEATS", "PASSES", "ElementPick"]
 
 MAX_BEATS = 4                   # a group fuses at most 4 beats: one Hopper block of the kind
 #: k depth of one beat per kind: a and b hold 256 bits each, A 4 x KDEPTH and B KDEPTH x 4.
@@ -166,6 +166,49 @@ def _step(counter, up, down):
 
 def _max(a, b):
     return Mux(a > b, a, b)
+
+
+class ElementPick(wiring.Component):
+    """X0 -> X1 for one A or B element: its bits picked out of the pass (:class:`Sel`) and its
+    format's fields (:func:`rtl.formats.unpack_fields`) registered at X1.
+
+    It keeps its own X0 copy of the pass's selects, registered beside the raw beat from
+    ``sel`` (the selects of the pass entering X0), so that each select register drives one
+    element's logic only; synthesis keeps these components apart
+    (``sim.synth.KEEP_HIERARCHY``), else the 32 copies would merge back into one.
+
+    Members
+    -------
+    sel : In(Sel)
+        The selects of the pass entering X0 (``operand`` picks the format, ``"a"`` or ``"b"``).
+    w16, w32, lo8, hi8 : In(16), In(32), In(8), In(8)
+        The element's candidates from the X0 beat (``w32`` only where ``tf32``).
+    alt : In(1)
+        X0: the operand is U8 (INT8), from the pass's mode.
+    fields : Out(Fields)
+        X1.
+    """
+
+    def __init__(self, operand: str, tf32: bool):
+        self._operand, self._tf32 = operand, tf32
+        ports = {"sel": In(Sel), "w16": In(16), "lo8": In(8), "hi8": In(8), "alt": In(1),
+                 "fields": Out(Fields)}
+        if tf32:
+            ports["w32"] = In(32)
+        super().__init__(ports)
+
+    def elaborate(self, platform):
+        m = Module()
+        sel = _reg(m, self.sel, "x0_sel")
+        out = C(0, 32)
+        cands = [(sel.w16, self.w16), (sel.lo8, self.lo8), (sel.hi8, self.hi8)]
+        if self._tf32:
+            cands.append((sel.w32, self.w32))
+        for s, v in cands:
+            out = out | Cat(s.replicate(len(v)) & v)
+        fields = unpack_fields(m, out, getattr(sel, self._operand), self.alt)
+        m.d.sync += self.fields.eq(fields)
+        return m
 
 
 class MMA4(wiring.Component):
@@ -333,7 +376,6 @@ class MMA4(wiring.Component):
                      sel.hi8.eq(half), sel.a.eq(format_select(mode.kind, mode.a_alt)),
                      sel.b.eq(format_select(mode.kind, mode.b_alt))]
         x0, ctl, v = _reg(m, beat, "x0_beat"), _reg(m, xc, "x0_ctl"), _valid(m, take, "x0_valid")
-        sel = _reg(m, sel, "x0_sel")
         # X1, X2 (the operands' fields, then the operands: inside _beat_unpack) and X3: the
         # pass as the significand FIFO keeps it (written from this register).
         ent, aux = self._beat_unpack(m, x0, sel, ctl.first, ctl.mode)
@@ -358,42 +400,41 @@ class MMA4(wiring.Component):
         self._grp_pushed = v & ctl.last
 
     # ---- exponent lane: data ---------------------------------------------------------------
-    def _operand_bits(self, beat, sel):
-        """The 32 operand elements of this pass: A[i][k] at 4i + k and B[k][j] at 4k + j
-        (k 0..3 of the pass), as element bits for :func:`rtl.formats.unpack_fields`, picked
-        by the one-hot :class:`Sel`."""
+    def _operand_bits(self, m, beat, sel, mode):
+        """X0 -> X1 for the 32 operand elements of this pass, A[i][k] at 4i + k and B[k][j] at
+        4k + j (k 0..3 of the pass): each an :class:`ElementPick` of its candidate bits in the
+        X0 beat; returns their X1 :class:`rtl.formats.Fields`."""
         ra, rb = beat.a.as_value(), beat.b.as_value()
-
-        def pick(w16, w32, lo8, hi8):
-            out = C(0, 32)
-            for s, v in ((sel.w16, w16), (sel.w32, w32), (sel.lo8, lo8), (sel.hi8, hi8)):
-                if v is not None:
-                    v = Value.cast(v)
-                    out = out | Cat(s.replicate(len(v)) & v)
-            return out
 
         def col_byte(j, c):                     # byte c of B's column j (see Beat)
             return rb[16 * (4 * (c // 2) + j) + 8 * (c % 2):][:8]
 
-        a_bits, b_bits = [], []
+        def element(name, operand, alt, w16, w32, lo8, hi8):
+            e = m.submodules[name] = ElementPick(operand, tf32=w32 is not None)
+            m.d.comb += [e.sel.eq(sel), e.w16.eq(w16), e.lo8.eq(lo8), e.hi8.eq(hi8), e.alt.eq(alt)]
+            if w32 is not None:
+                m.d.comb += e.w32.eq(w32)
+            return e.fields
+
+        fa, fb = [], []
         for x in range(16):
             i, k = divmod(x, 4)
-            a_bits.append(pick(ra.word_select(x, 16), ra.word_select(2 * i + k, 32) if k < 2 else None,
-                               ra.word_select(8 * i + k, 8), ra.word_select(8 * i + k + 4, 8)))
+            fa.append(element(f"pick_a{x}", "a", mode.a_alt, ra.word_select(x, 16),
+                              ra.word_select(2 * i + k, 32) if k < 2 else None,
+                              ra.word_select(8 * i + k, 8), ra.word_select(8 * i + k + 4, 8)))
             kb, j = divmod(x, 4)                # B: rows 4..7 on an 8-bit beat's second pass
             v32 = Cat(*(col_byte(j, 4 * kb + n) for n in range(4))) if kb < 2 else None
-            b_bits.append(pick(rb.word_select(x, 16), v32, col_byte(j, kb), col_byte(j, 4 + kb)))
-        return a_bits, b_bits
+            fb.append(element(f"pick_b{x}", "b", mode.b_alt, rb.word_select(x, 16), v32,
+                              col_byte(j, kb), col_byte(j, 4 + kb)))
+        return fa, fb
 
     def _beat_unpack(self, m, beat, sel, first, mode):
         """X1, X2 and the combinational part of X3: each A/B element's format fields picked
         out (X1), then unpacked (X2); each addend carried raw through X1 and unpacked into X2
         as the FIFO keeps it; then the :class:`BeatEntry` with the product exponents, and per product
         and addend the NaN / +Inf / -Inf flags."""
-        a_bits, b_bits = self._operand_bits(beat, sel)
+        fa, fb = self._operand_bits(m, beat, sel, mode)
         int8 = mode.kind == Kind.INT8
-        fa = _reg(m, [unpack_fields(m, a_bits[x], sel.a, mode.a_alt) for x in range(16)], "x1_fa")
-        fb = _reg(m, [unpack_fields(m, b_bits[x], sel.b, mode.b_alt) for x in range(16)], "x1_fb")
         ua = _reg(m, [unpack_finish(m, f) for f in fa], "x2_a")
         ub = _reg(m, [unpack_finish(m, f) for f in fb], "x2_b")
         ent = Signal(BeatEntry)
@@ -470,12 +511,13 @@ class MMA4(wiring.Component):
 
     # ---- launcher: start a group when its E is known and its output has a place ------------
     def _launcher(self, m, grp_rd, sig_rd, started, pop):
-        ready = Signal(range(self.GROUPS + 1))   # groups in the group FIFO
-        credits = Signal(range(self.OUTPUTS + 1), init=self.OUTPUTS)
+        # Both counters are kept minus one, so that "none" is their sign bit (no compare).
+        ready = Signal(range(-1, self.GROUPS), init=-1)     # groups in the group FIFO, - 1
+        credits = Signal(range(-1, self.OUTPUTS), init=self.OUTPUTS - 1)    # - 1
         in_grp, left = Signal(), Signal(range(MAX_PASSES))
         grp_rp, sig_rp = Signal(range(self.GROUPS)), Signal(range(self.BEATS))
         head = grp_rd.data
-        go_first = ~in_grp & (ready != 0) & (credits != 0)
+        go_first = ~in_grp & ~ready[-1] & ~credits[-1]
         go = go_first | in_grp
         # The significand FIFO's read port is always enabled: its data is used only the clock
         # after go (l0_valid), and an enable would be one net to every block RAM and register.
@@ -622,9 +664,9 @@ class MMA4(wiring.Component):
 
     # ---- output FIFO: o reads the block RAM's output register directly --------------------
     def _output(self, m, out_rd, pop):
-        count = Signal(range(self.OUTPUTS + 1))     # written and not yet read out
+        count = Signal(range(-1, self.OUTPUTS), init=-1)  # written and not yet read out, - 1
         orp = Signal(range(self.OUTPUTS))
-        fetch = (count != 0) & (~self.o.valid | self.o.ready)
+        fetch = ~count[-1] & (~self.o.valid | self.o.ready)
         m.d.comb += [out_rd.addr.eq(orp), out_rd.en.eq(fetch), self.o.payload.eq(out_rd.data),
                      pop.eq(self.o.valid & self.o.ready)]
         m.d.sync += [count.eq(_step(count, self._out_push, fetch)), orp.eq(Mux(fetch, orp + 1, orp))]

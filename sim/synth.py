@@ -76,10 +76,18 @@ def _stamp(work: Path, out: str, key: str):
     (work / f"{out}.inputs").write_text(key)
 
 
+# Submodules synthesised apart (Yosys keep_hierarchy): the core's 16 rounders and 32 element
+# pickers.  Flattened, their identical control registers (output format, INT8, the pass's
+# selects) merge into one flip-flop per stage whose fan-out spans all of them; kept apart,
+# each has its own (nextpnr flattens the netlist itself).
+KEEP_HIERARCHY = ("*.round*", "*.pick_*")
+
+
 def yosys_script(design: str) -> str:
     # synth_ecp5 with its LUT mapping step done by classic ABC instead of ABC9, which trips an
     # assertion (rtlil.cc, count_id) in this Yosys on the MMA4 core after minutes of work.
-    return (f"read_verilog {design}.v; synth_ecp5 -top {design} -run :map_luts; "
+    keep = "".join(f"setattr -mod -set keep_hierarchy 1 {p}; " for p in KEEP_HIERARCHY)
+    return (f"read_verilog {design}.v; {keep}synth_ecp5 -top {design} -run :map_luts; "
             "techmap -map +/lattice/latches_map.v; abc -lut 4 -dress; clean; "
             f"synth_ecp5 -top {design} -run map_cells: -json {design}.json; tee -o stat.txt stat")
 
@@ -103,7 +111,7 @@ def sta_script(design: str) -> str:
     """Yosys's own timing estimate of the mapped netlist: cell delays from the ECP5 models'
     specify blocks, no routing (DSPs and block RAMs have no arcs there)."""
     return (f"read_json {design}.json; read_verilog -lib -specify +/lattice/cells_sim_ecp5.v "
-            f"+/lattice/cells_bb_ecp5.v; hierarchy -top {design}; tee -o sta.txt sta")
+            f"+/lattice/cells_bb_ecp5.v; hierarchy -top {design}; flatten; tee -o sta.txt sta")
 
 
 _STA_STEP = re.compile(r"^\s+(\d+) (\S+) \((\w+)\.", re.M)
