@@ -344,15 +344,23 @@ class MMA4(wiring.Component):
         widx = Signal(range(MAX_PASSES))        # pass of the group being received
         g_mode = Signal(Mode)                   # the group's mode, from its first beat
         groups = Signal(range(self.GROUPS + 1))  # groups accepted and not yet started
-        first = widx == 0
+        first = Signal(init=1)                  # the next pass is a group's first
         mode = Signal(Mode)
         m.d.comb += mode.eq(Mux(first, beat.mode, g_mode))
-        two = (mode.kind == Kind.FP8) | (mode.kind == Kind.INT8)    # a beat is two passes
+
+        def decode(md):     # a beat is two passes; a 16-bit kind
+            return ((md.kind == Kind.FP8) | (md.kind == Kind.INT8),
+                    (md.kind == Kind.FP16) | (md.kind == Kind.BF16))
+
+        # The group's decode is kept beside its mode, so that only a first pass decodes the
+        # payload's.
+        g_two, g_wide = Signal(), Signal()
+        b_two, b_wide = decode(beat.mode)
+        two, wide = Mux(first, b_two, g_two), Mux(first, b_wide, g_wide)
         half = two & widx[0]                    # the beat's second pass
         beat_end = ~two | half                  # this pass ends the beat
         beat_no = Mux(two, widx[1:], widx)      # beats of the group before this one
         # A group of a 16-bit kind ends after the generation's block; the others after 4 beats.
-        wide = (mode.kind == Kind.FP16) | (mode.kind == Kind.BF16)
         cap = Mux(wide, self._max_beats - 1, MAX_BEATS - 1)
         last = beat_end & (beat.last | (beat_no == cap))
         space = ~first | (groups < self.GROUPS)
@@ -361,9 +369,9 @@ class MMA4(wiring.Component):
         m.d.comb += self.i.ready.eq(space & (beat_end | ~self.i.valid))
         take = self.i.valid & space             # a pass enters X0
         with m.If(take):
-            m.d.sync += widx.eq(Mux(last, 0, widx + 1))
+            m.d.sync += [widx.eq(Mux(last, 0, widx + 1)), first.eq(last)]
             with m.If(first):
-                m.d.sync += g_mode.eq(beat.mode)
+                m.d.sync += [g_mode.eq(beat.mode), g_two.eq(b_two), g_wide.eq(b_wide)]
         m.d.sync += groups.eq(_step(groups, take & first, started))
 
         # X0: the pass as accepted, raw, with its control: the input port feeds flip-flops
