@@ -228,9 +228,10 @@ class MMA4(wiring.Component):
     group is the exact sum of its products and C, wrapped to S32 or clamped (``sat``).  The
     core therefore has two lanes:
 
-    * the **exponent lane** unpacks each *pass* (4x4x4 products: a 16-bit beat is one pass,
-      a TF32 beat one pass with two of its four k slots empty, an 8-bit beat two passes) as it
-      arrives, writes the significands and the biased product exponents into a significand
+    * the **exponent lane** takes each *pass* (4x4x4 products: a 16-bit beat is one pass,
+      a TF32 beat one pass with two of its four k slots empty, an 8-bit beat two passes) into
+      a register as it arrives with its selects decoded one-hot (X0), picks each element's
+      format fields (X1, :class:`ElementPick`), unpacks them (X2), writes the significands and the biased product exponents into a significand
       FIFO (block RAM), and takes the maximum over the group (a tree per pass, then a running
       maximum) together with the group's NaN/Inf flags; at the group's last pass it pushes E
       into a group FIFO;
@@ -250,7 +251,7 @@ class MMA4(wiring.Component):
     falls only when 16 groups wait (and on the first clock of an 8-bit beat).  Datapath
     registers have no reset; valid bits, pointers and counters do.
 
-    Latency (:meth:`latency_of`): with no stalls D leaves :attr:`LATENCY` = 23 clocks after the
+    Latency (:meth:`latency_of`): with no stalls D leaves :attr:`LATENCY` = 24 clocks after the
     cycle its group's last beat was accepted, plus one per further pass of the group: +0
     single-beat and +3 fused for the 16-bit kinds and TF32, +1 single-beat and +7 fused for
     the 8-bit kinds (a group's passes cross the multipliers after its last beat has arrived).

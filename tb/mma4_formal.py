@@ -41,8 +41,8 @@ __all__ = ["MMA4Control", "StreamCheck", "DEPTH", "harness"]
 
 TAG = 1                                          # the mark
 COUNT = 6                                        # groups and words counted since reset
-# The 16-bit kinds' fused latency + 8 beats (34 clocks; an 8-bit group's two passes per beat
-# are inside it: its fused latency + 4 beats).  The FP8 fused latency + 8 beats, 38 clocks,
+# The 16-bit kinds' fused latency + 8 beats (35 clocks; an 8-bit group's two passes per beat
+# are inside it: its fused latency + 4 beats).  The FP8 fused latency + 8 beats, 39 clocks,
 # is a much longer proof (minutes per clock of depth) and is not run.
 DEPTH = MMA4.latency_of(Kind.FP16, MAX_BEATS) + 8
 

@@ -82,3 +82,22 @@ def test_logic_path_cuts_at_a_flip_flop_in_the_path():
 """
     assert logic_path(sta) == {"from": "r0", "to": "r1", "luts": 2, "carry_cells": 0, "logic_ns": 3.9}
     assert logic_path("no path") is None
+
+
+def test_keep_hierarchy_patterns_name_the_cores_rounders_and_pickers():
+    """The synthesis script keeps the core's 16 rounders and 32 element pickers as modules of
+    their own: its patterns must match exactly those modules of the core's ECP5 Verilog (a
+    rename in the RTL would otherwise silently let Yosys merge their control registers)."""
+    import fnmatch
+    import re
+
+    from sim.runner import verilog_for
+    from sim.synth import KEEP_HIERARCHY, yosys_script
+
+    text = verilog_for("mma4", {"dsp": "ecp5"}).read_text()
+    modules = re.findall(r"^module \\?(\S+)", text, re.M)
+    kept = {p: [n for n in modules if fnmatch.fnmatchcase(n, p)] for p in KEEP_HIERARCHY}
+    assert sorted(kept["*.round*"]) == sorted(f"mma4.round{x}" for x in range(16))
+    assert sorted(kept["*.pick_*"]) == sorted(f"mma4.pick_{o}{x}" for o in "ab" for x in range(16))
+    assert all(f"setattr -mod -set keep_hierarchy 1 {p};" in yosys_script("mma4")
+               for p in KEEP_HIERARCHY)
