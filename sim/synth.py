@@ -111,7 +111,9 @@ def sta_script(design: str) -> str:
     """Yosys's own timing estimate of the mapped netlist: cell delays from the ECP5 models'
     specify blocks, no routing (DSPs and block RAMs have no arcs there)."""
     return (f"read_json {design}.json; read_verilog -lib -specify +/lattice/cells_sim_ecp5.v "
-            f"+/lattice/cells_bb_ecp5.v; hierarchy -top {design}; flatten; tee -o sta.txt sta")
+            f"+/lattice/cells_bb_ecp5.v; hierarchy -top {design}; "
+            # the modules kept apart for synthesis are flattened here (sta needs one module)
+            "setattr -mod -unset keep_hierarchy *; flatten; tee -o sta.txt sta")
 
 
 _STA_STEP = re.compile(r"^\s+(\d+) (\S+) \((\w+)\.", re.M)
