@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SIM    ?= verilator
 PYTEST_ARGS ?=
 
-.PHONY: venv sim soc-demo test test-all lint formal bench verilog synth plots clean
+.PHONY: venv sim soc-demo cpu-demo test test-all lint formal bench verilog synth plots clean
 
 venv: $(STAMP)
 
@@ -28,6 +28,13 @@ sim: $(STAMP)
 SOC_SIM ?= icarus
 soc-demo: $(STAMP)
 	$(BIN)/python -m sim.soc_demo --sim $(SOC_SIM)
+
+# A RISC-V CPU (PicoRV32) runs C firmware (sw/demo, the driver sw/tcore.c) that drives the soc
+# block on Verilator: D checked bit for bit, the CPU's soft-float GEMM timed against the block's
+# (needs Debian's gcc-riscv64-unknown-elf; CPU_DEMO_ARGS e.g. "--m 64 --n 64 --k 32").
+CPU_DEMO_ARGS ?=
+cpu-demo: $(STAMP)
+	$(BIN)/python -m sim.cpu_demo $(CPU_DEMO_ARGS)
 
 # make test: everything but the slow tests (pyproject's addopts leave them out); make test-all:
 # the slow ones too.  Both print the 25 slowest tests.

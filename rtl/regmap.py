@@ -19,7 +19,7 @@ import enum
 from dataclasses import dataclass
 
 __all__ = ["Access", "Field", "Register", "REGISTERS", "ErrorCode", "InFormat", "ID_VALUE",
-           "VERSION", "ADDR_BITS", "register", "markdown"]
+           "VERSION", "ADDR_BITS", "register", "markdown", "c_header"]
 
 ADDR_BITS = 8            # 64 32-bit registers of address space
 ID_VALUE = 0x7463_6F72   # "tcor"
@@ -242,4 +242,37 @@ def markdown() -> str:
     out += ["## Error codes (`STATUS.error`)", "", "| code | name |", "|---|---|"]
     out += [f"| {e.value} | `{e.name}` |" for e in ErrorCode]
     out += ["", PROGRAMMING]
+    return "\n".join(out)
+
+
+def _c_name(*parts: str) -> str:
+    return "_".join(p.upper() for p in ("TCORE",) + parts)
+
+
+def c_header() -> str:
+    """``tcore_regs.h``: the register map as C macros (byte offsets, each field's LSB, width
+    and mask, the build constants' reset values) and the error and format codes as enums, from
+    :data:`REGISTERS`; ``tcore regs --c-header`` writes it."""
+    out = ["/* tcore_regs.h: the tcore GEMM accelerator's register map.",
+           " * Generated from rtl/regmap.py by `tcore regs --c-header`; do not edit.",
+           f" * AXI4-Lite slave, 32-bit registers, {ADDR_BITS + 2}-bit byte offsets. */",
+           "#ifndef TCORE_REGS_H", "#define TCORE_REGS_H", "",
+           f"#define TCORE_ID_VALUE 0x{ID_VALUE:08X}u",
+           f"#define TCORE_REG_SPAN 0x{4 << ADDR_BITS:X}u", "", "/* Register byte offsets */"]
+    out += [f"#define {_c_name('REG', r.name):28s} 0x{r.offset:02X}u /* {r.doc} */" for r in REGISTERS]
+    out += ["", "/* Fields: _LSB, _WIDTH, _MASK (in place); build constants also _RESET */"]
+    for r in REGISTERS:
+        if len(r.fields) == 1 and r.fields[0].width == 32:
+            continue
+        for f in r.fields:
+            base = _c_name(r.name, f.name)
+            out += [f"#define {base}_LSB {f.lsb}u", f"#define {base}_WIDTH {f.width}u",
+                    f"#define {base}_MASK 0x{f.mask:08X}u"]
+            if f.const:
+                out.append(f"#define {base}_RESET {f.reset}u")
+    out += ["", "/* STATUS.error codes */", "enum tcore_error {"]
+    out += [f"    {_c_name('ERR', e.name)} = {e.value}," for e in ErrorCode]
+    out += ["};", "", "/* FORMAT.in_fmt codes */", "enum tcore_in_format {"]
+    out += [f"    {_c_name('FMT', e.name)} = {e.value}," for e in InFormat]
+    out += ["};", "", "#endif /* TCORE_REGS_H */", ""]
     return "\n".join(out)

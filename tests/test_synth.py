@@ -15,22 +15,82 @@ needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="synth extra not install
 @pytest.mark.synth
 @needs_tools
 def test_synth_small_design_reports_its_figures(capsys):
-    """The 16-lane FP4 decoder on the smallest ECP5: 16 lanes x 16 output bits of flip-flops,
-    no multiplier blocks (its 4-bit products are shifts and adds)."""
-    code = main(["synth", "--design", "fp4dec", "--device", "ecp5-25k", "--json"])
-    r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    """The 16-lane FP4 decoder on the smallest ECP5, in the pin harness, two seeds at once:
+    16 lanes x 16 output bits of flip-flops plus the harness's chains, no multiplier blocks
+    (its 4-bit products are shifts and adds); each seed reported, the best one kept."""
+    argv = ["synth", "--design", "fp4dec", "--device", "ecp5-25k", "--seeds", "2", "--jobs", "2", "--json"]
+    code = main(argv)
+    out = capsys.readouterr().out
+    r = json.loads(out.strip().splitlines()[-1])
     assert code == 0
-    assert {"design", "device", "luts", "ffs", "dsps", "brams", "fmax_mhz"} <= r.keys()
-    assert r["design"] == "fp4dec" and r["device"] == "ecp5-25k"
-    assert r["ffs"] == 256 and r["dsps"] == 0 and r["brams"] == 0
+    assert {"design", "device", "luts", "ffs", "dsps", "brams", "fmax_mhz", "routed", "route_s",
+            "seed", "seeds", "congestion"} <= r.keys()
+    assert r["design"] == "fp4dec" and r["device"] == "ecp5-25k" and r["context"] == "harness"
+    chains = r["harness_ports"]["in_bits"] + r["harness_ports"]["out_bits"]
+    assert r["harness_ports"]["out_bits"] == 256
+    assert r["ffs"] == 256 + chains + 1 and r["dsps"] == 0 and r["brams"] == 0   # + the reset register
     assert 0 < r["luts"] < r["luts_available"]
-    assert r["routed"] is True and r["router"] == "router2"
-    assert r["fmax_mhz"] is None and r["critical_path"] is None     # no clock: no path
+    assert r["routed"] is True and r["router"] == "router1" and r["route_s"] > 0
+    assert [s["seed"] for s in r["seeds"]] == [1, 2] and all(s["routed"] for s in r["seeds"])
+    best = max(r["seeds"], key=lambda s: s["fmax_mhz"])
+    assert r["seed"] == best["seed"] and r["fmax_mhz"] == best["fmax_mhz"] > 0
+    assert r["critical_path"]["total_ns"] > 0
+    assert sum(b["cells"] for b in r["congestion"]["fullest"]) <= r["congestion"]["cells"] == r["luts"]
+    assert "<- kept" in out
     # Again: neither tool runs (their inputs are unchanged), the figures are the same.
-    assert main(["synth", "--design", "fp4dec", "--device", "ecp5-25k", "--json"]) == 0
+    assert main(argv) == 0
     out, err = capsys.readouterr()
-    assert "yosys: the netlist" in err and "nextpnr: the report" in err and "kept" in err
+    assert "yosys: the netlist" in err and "nextpnr seed 2: the report" in err and "kept" in err
     assert json.loads(out.strip().splitlines()[-1])["luts"] == r["luts"]
+
+
+def test_harness_chains_every_port():
+    """The harness feeds every input bit from the din chain and captures every output bit into
+    the dout chain; clk and rst go to the design directly (rst through one register)."""
+    from sim.synth import harness_verilog, top_ports
+    text = """module dut_top(a, clk, rst, y, z);
+  input [7:0] a;
+  wire [7:0] a;
+  input clk;
+  input rst;
+  output [2:0] y;
+  output z;
+endmodule
+"""
+    ports = top_ports(text, "dut_top")
+    assert ports == [("input", "a", 8), ("input", "clk", 1), ("input", "rst", 1), ("output", "y", 3),
+                     ("output", "z", 1)]
+    v = harness_verilog("dut_top", ports)
+    assert "reg [7:0] sin;" in v and "reg [3:0] sout;" in v
+    assert ".a(sin[7:0])" in v and ".y(outs[2:0])" in v and ".z(outs[3:3])" in v
+    assert ".clk(clk)" in v and ".rst(rst_q)" in v and "assign dout = sout[3];" in v
+
+
+def test_route_progress_reads_router1_and_router2_logs():
+    from sim.synth import route_progress
+    r1 = ("Info: HeAP Placer Time: 109.12s\n"
+          "Info:      43000 |    10321      32678 |  256   744 |    124835|       1.90      97.80|\n"
+          "Info:      44000 |    10607      33392 |  286   714 |    124367|       2.46     100.26|\n")
+    p = route_progress(r1)
+    assert p["place_s"] == 109.12 and p["arcs_left"] == 124367 and p["route_s"] is None
+    assert p["route_complete"] is False
+    p = route_progress(r1 + "Info: Routing complete.\nInfo: Router1 time 2400.50s\n")
+    assert p["route_complete"] is True and p["route_s"] == 2400.5
+    p = route_progress("Info:     iter=7 wires=90000 overused=8400 overuse=9000 archfail=NA\n")
+    assert p["overused_wires"] == 8400 and p["route_complete"] is False
+
+
+def test_region_map_counts_logic_cells_per_block():
+    from sim.synth import heatmap_text, region_map
+    cell = lambda bel, t="TRELLIS_COMB": {"type": t, "attributes": {"NEXTPNR_BEL": bel}}
+    cells = {f"dut.round3.l{i}": cell(f"X1/Y2/SLICE{'ABCD'[i % 4]}") for i in range(8)}
+    cells.update({f"$abc$1$l{i}": cell("X12/Y3/SLICEA") for i in range(2)})
+    cells["dut.round3.q"] = cell("X1/Y2/SLICEA", "TRELLIS_FF")
+    r = region_map({"modules": {"synth_top": {"cells": cells}}}, region=8)
+    assert r["cells"] == 10 and r["rows"] == [[8, 2]]
+    assert r["fullest"][0] == {"x": 0, "y": 0, "cells": 8, "fill": 1.0, "owners": {"round3": 8}}
+    assert r["fullest"][1]["owners"] == {"(unnamed)": 2}
+    assert heatmap_text(r) == "@-"          # 8 of 8: level 9; 2 of 8: level ceil(2.25) = 3
 
 
 def test_synth_refuses_unknown_design(capsys):
