@@ -10,7 +10,7 @@ float32 / float16 / int32 array holding exactly the bits an H200 produces.  Unde
 float16, float16                    FP16                   None (float32) or "fp16"
 bfloat16, bfloat16 (ml_dtypes)      BF16                   None (float32)
 float8_e4m3fn / float8_e5m2, any    FP8 E4M3 / E5M2        None (float32) or "fp16";
-mix (ml_dtypes)                                            ``instr="wgmma"`` required
+mix (ml_dtypes)                                            (``wgmma``, the default)
 float32, float32                    TF32 (low 13 fraction  None (float32)
                                     bits ignored)
 int8 or uint8, int8                 S8 / U8 x S8           None (int32)
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .mma import mma
+from .mma import instr_of, mma
 
 __all__ = ["matmul"]
 
@@ -49,7 +49,8 @@ def _formats(a, b):
     return fa, fb
 
 
-def matmul(a, b, c=None, *, out=None, arch="hopper", instr="mma", saturate=False, promote=None):
+def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False, promote=None,
+           engine=None, workers=None):
     """D = A·B + C as an NVIDIA tensor core computes it (default: an H200).
 
     Parameters
@@ -66,8 +67,11 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr="mma", saturate=False
         nearest-even FP16 (FP16 and FP8 inputs only).
     arch : "hopper", "ampere" or "volta"
         FP16/BF16 for all three; TF32, FP8 and INT8 are modelled for Hopper only.
-    instr : "mma" or "wgmma"
-        The same bits for FP16, BF16, TF32 and INT8 (measured); FP8 requires ``"wgmma"``.
+    instr : None, "mma" or "wgmma"
+        The instruction modelled; None is the one the kind was measured through
+        (:func:`golden.mma.instr_of`: ``"wgmma"`` for FP8, ``"mma"`` otherwise).  The two give
+        the same bits for FP16, BF16, TF32 and INT8 (measured); FP8 requires ``"wgmma"``
+        (``mma.sync`` FP8 is a compiler emulation on sm_90, not modelled).
     saturate : bool
         INT8: ``.satfinite``, the sum clamped to the int32 range after each 32-wide K step
         (as chained instructions do); otherwise it wraps modulo 2**32.
@@ -75,6 +79,10 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr="mma", saturate=False
         FP8 with FP32 output: cuBLASLt's default accumulation (``torch._scaled_mm`` without
         fast accumulation): K chunks of 128, each a wgmma chain from zero, added in K order
         into FP32 with round-to-nearest-even, then C added once, the same way.
+    engine, workers
+        As in :func:`golden.mma.mma`: compiled kernels (default where numba imports) or the
+        NumPy twin, the same bits; output tiles spread over ``workers`` threads (default: every
+        core).
 
     K longer than the instruction's is the chain rule: steps of the block width (16 for
     FP16/BF16, 32 for FP8, 8 for TF32 on Hopper), each step's rounded result the next one's C.
@@ -115,6 +123,7 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr="mma", saturate=False
         raise TypeError(f"c must be {np.dtype(c_dtype).name} for {a.dtype} inputs with "
                         f"out={out!r}, not {c.dtype}")
     bits = mma(a.view(_BITS[a.itemsize]), b.view(_BITS[b.itemsize]), c.view(_BITS[c.itemsize]),
-               in_fmt=fa, b_fmt=fb, out_fmt=out_fmt, arch=arch, instr=instr, saturate=saturate,
-               promote=promote)
+               in_fmt=fa, b_fmt=fb, out_fmt=out_fmt, arch=arch,
+               instr=instr_of(fa) if instr is None else instr, saturate=saturate,
+               promote=promote, engine=engine, workers=workers)
     return bits.view(c_dtype)

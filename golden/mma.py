@@ -10,13 +10,15 @@ step is the addend of the next.  Integer inputs (S8, U8) sum exactly instead, wr
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 
 from .arch import get_arch, HOPPER
 from .dot import exact_round, finite_terms, fused_sum, round_output
 from .formats import FP16, FP32, Format, get_format, pow2_nominal, to_float
 
-__all__ = ["mma", "mma4", "MODES", "INSTRS", "IN_FORMATS", "INT_FORMATS", "check_operands",
+__all__ = ["mma", "mma4", "MODES", "INSTRS", "ENGINES", "default_engine", "IN_FORMATS", "INT_FORMATS", "check_operands",
            "input_kind", "instr_of"]
 
 MODES = ("hopper", "ieee")
@@ -101,8 +103,17 @@ def check_operands(a, b, c, in_fmt, out_fmt, b_fmt=None):
     return a, b, c, in_name, out_name, b_name
 
 
+ENGINES = ("compiled", "numpy")
+
+
+def default_engine() -> str:
+    """``"compiled"`` where numba imports (:mod:`golden.fast`), ``"numpy"`` otherwise."""
+    from . import fast
+    return "compiled" if fast.AVAILABLE else "numpy"
+
+
 def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode="hopper",
-        instr="mma", saturate=False, promote=None):
+        instr="mma", saturate=False, promote=None, engine=None, workers=None):
     """D = A·B + C with the tensor core's arithmetic, on bit patterns.
 
     Parameters
@@ -141,6 +152,14 @@ def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode
         ``use_fast_accum=False``): K in chunks of 128, each a wgmma chain from c = 0, the chunk
         results added in K order into an FP32 accumulator with round-to-nearest-even, then c
         added the same way, once.  None is the plain chain.
+    engine : None, "compiled" or "numpy"
+        Who computes: ``"compiled"`` runs the chain in numba kernels (:mod:`golden.fast`),
+        ``"numpy"`` in NumPy array operations (:mod:`golden.dot`, the checked twin); the bits
+        are the same.  None: compiled where numba imports, NumPy otherwise.  ``mode="ieee"``
+        always runs in NumPy.
+    workers : None or int
+        Threads the output tiles (blocks of output rows; never K) are spread over; None is
+        every core (``os.cpu_count()``).
 
     Returns
     -------
@@ -155,9 +174,23 @@ def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode
     if instr not in INSTRS:
         raise ValueError(f"Instruction must be one of {INSTRS}, not {instr!r}")
     if kind == "fp8" and instr != "wgmma":
-        raise ValueError("FP8 inputs need instr='wgmma': mma.sync with FP8 operands on sm_90 is a "
-                         "compiler emulation (conversion to FP16, then an FP16 MMA) that this model "
-                         "does not reproduce")
+        raise ValueError(f"FP8 inputs need instr='wgmma' (instr_of({in_name!r}), golden.matmul's "
+                         f"default for FP8), not instr={instr!r}: mma.sync with FP8 operands on "
+                         "sm_90 is a compiler emulation (conversion to FP16, then an FP16 MMA) that "
+                         "this model does not reproduce")
+    if engine is None:
+        engine = default_engine()
+    if engine not in ENGINES:
+        raise ValueError(f"Engine must be one of {ENGINES} or None, not {engine!r}")
+    if engine == "compiled":
+        from . import fast
+        if not fast.AVAILABLE:
+            raise RuntimeError("engine='compiled' needs numba, which does not import here; "
+                               "use engine='numpy' (or None, which falls back to it)")
+    if workers is None:
+        workers = os.cpu_count() or 1
+    if int(workers) < 1:
+        raise ValueError(f"workers must be at least 1, not {workers!r}")
     if kind == "bf16" and not arch.bf16:
         raise ValueError(f"{arch.name} has no BF16 path")
     step = arch.step(kind)
@@ -179,6 +212,9 @@ def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode
     a = np.broadcast_to(a, batch + (m, k)).reshape(nb, m, k)
     b = np.broadcast_to(b, batch + (k, n)).reshape(nb, k, n)
     c = np.broadcast_to(c, batch + (m, n)).reshape(nb, m, n)
+    if engine == "compiled" and mode != "ieee":
+        return _compiled(a, b, c, kind, in_fmt, b_fmt, out_fmt, step, saturate, promote,
+                         workers).reshape(batch + (m, n))
     out = np.empty(c.shape, dtype=c.dtype)
     if kind == "int8":
         def run(a, b, c):
@@ -193,10 +229,52 @@ def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode
         def run(a, b, c):
             return _step_chunk(a, b, c, in_fmt, b_fmt, out_fmt, step)
     per = max(1, _CHUNK // (m * n))
-    for t0 in range(0, c.shape[0], per):
-        sl = slice(t0, t0 + per)
-        out[sl] = run(a[sl], b[sl], c[sl])
+    if c.shape[0] > 1 or m * n <= _CHUNK:
+        # Chunks of whole tiles (batch entries), spread over the workers.
+        parts = [(slice(t0, t0 + per), slice(None)) for t0 in range(0, c.shape[0], per)]
+    else:
+        # One large product: chunks of output rows (each with its whole K chain).
+        rows = max(1, _CHUNK // n)
+        parts = [(slice(None), slice(i0, i0 + rows)) for i0 in range(0, m, rows)]
+
+    def one(part):
+        ts, rs = part
+        out[ts, rs] = run(a[ts, rs], b[ts], c[ts, rs])
+
+    if int(workers) > 1 and len(parts) > 1:
+        from .fast import _map
+        _map(lambda lo, hi: [one(p) for p in parts[lo:hi]], _split(len(parts), int(workers)))
+    else:
+        for p in parts:
+            one(p)
     return out.reshape(batch + (m, n))
+
+
+def _split(count: int, workers: int):
+    """Interleave-free split of ``range(count)`` into at most ``workers`` contiguous parts."""
+    w = max(1, min(workers, count))
+    edges = [count * i // w for i in range(w + 1)]
+    return [(edges[i], edges[i + 1]) for i in range(w) if edges[i + 1] > edges[i]]
+
+
+def _compiled(a, b, c, kind, a_fmt, b_fmt, out_fmt, step, saturate, promote, workers):
+    """The chain in the numba kernels of :mod:`golden.fast`; (nb, m, k) x (nb, k, n) bits."""
+    from . import fast
+    if kind == "int8":
+        va = (a if a_fmt == "u8" else a.view(np.int8)).astype(np.int32)
+        vb = b.view(np.int8).astype(np.int32)
+        return fast.run_int(va, vb, c, block=step.block, saturate=saturate, workers=workers)
+    fp16 = out_fmt is FP16
+    if fast.tiles_mode(a.shape, b.shape):
+        return fast.run_tiles(a, b, c, a_fmt, b_fmt, grid=step.grid, block=step.block,
+                              floor=step.f16_floor if fp16 else None, fp16=fp16,
+                              cut=None if fp16 else step.fp32_cut, promote=promote,
+                              workers=workers)
+    va, pa = to_float(a, a_fmt), pow2_nominal(a, a_fmt)
+    vb, pb = to_float(b, b_fmt), pow2_nominal(b, b_fmt)
+    return fast.run_fp(va, pa, vb, pb, c, grid=step.grid, block=step.block,
+                       floor=step.f16_floor if fp16 else None, fp16=fp16,
+                       cut=None if fp16 else step.fp32_cut, promote=promote, workers=workers)
 
 
 def _step_chunk(a, b, c, a_fmt, b_fmt, out_fmt, step):

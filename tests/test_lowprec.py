@@ -277,7 +277,7 @@ def test_matmul_shapes_and_broadcasting():
     (np.float16, np.float32, {}, TypeError, "float16 (FP16)"),
     (np.float64, np.float64, {}, TypeError, "not a float64"),
     (np.int8, np.uint8, {}, TypeError, "int8/uint8 a with int8 b"),
-    (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fn, {}, ValueError, "instr='wgmma'"),
+    (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fn, {"instr": "mma"}, ValueError, "instr='wgmma'"),
     (ml_dtypes.float8_e4m3fn, ml_dtypes.float8_e4m3fn, {"instr": "wgmma", "arch": "ampere"},
      ValueError, "no FP8 path"),
     (np.float32, np.float32, {"out": "fp16"}, ValueError, "FP16 and FP8 inputs"),

@@ -1,0 +1,501 @@
+"""The compiled engine of :func:`golden.mma.mma`: the block fused dot-add chain in numba kernels.
+
+The arithmetic is the rule of ``docs/numerics.md`` exactly as :mod:`golden.dot` computes it
+(the NumPy engine, kept as the checked twin): every factor is an exact float64 value with its
+``2**nominal_exponent``; per output and K step, E is the largest product of powers (and c's
+power, and the FP16-output floor), every term is scaled by the power of two ``2**(F - E)`` and
+truncated (``trunc``), and the scaled integers are added in float64, exactly (below 2**53).
+Inf x 0 and Inf - Inf give NaN by IEEE float64 arithmetic, as in the twin.  The only new code
+is the rounding of that exact sum to FP32 (toward zero, optional cut) or FP16 (nearest-even),
+done here on the float64's bit fields instead of NumPy's casts; tests compare the two engines
+and the silicon captures bit for bit.
+
+Kernels run over *units*: a block of output rows of one batch entry, all its columns (in
+blocks) and its whole K chain.  Units are independent, so :func:`run_fp` and :func:`run_int`
+spread them over threads (the kernels release the GIL); K is never split.
+
+numba compiles the kernels on first use and caches them (``cache=True``) beside this file.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+import threading
+
+import numpy as np
+
+try:                                    # the engine is optional: mma falls back to NumPy
+    from numba import njit
+    import llvmlite.binding as _llvm
+    # The vector loops run over a block's output columns, 16 for a tile: without this LLVM
+    # unrolls them by 4 vectors (32 doubles) and a 16-column tile runs its scalar remainder.
+    _llvm.set_option("", "-force-vector-interleave=1")
+    AVAILABLE = True
+except ImportError:                     # pragma: no cover - numba is a dependency
+    AVAILABLE = False
+
+__all__ = ["AVAILABLE", "run_fp", "run_tiles", "tiles_mode", "run_int", "default_workers"]
+
+#: Output rows per unit and output columns per block (the working set stays in L2).
+ROWS, COLS = 32, 128
+
+
+def default_workers() -> int:
+    return os.cpu_count() or 1
+
+
+_pool_lock = threading.Lock()
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+
+
+def _map(fn, parts):
+    """Run ``fn(lo, hi)`` over the parts, on threads when there are several."""
+    global _pool, _pool_size
+    if len(parts) == 1:
+        fn(*parts[0])
+        return
+    with _pool_lock:
+        if _pool is None or _pool_size < len(parts):
+            if _pool is not None:
+                _pool.shutdown(wait=False)
+            _pool_size = max(len(parts), default_workers())
+            _pool = ThreadPoolExecutor(_pool_size, thread_name_prefix="golden")
+        pool = _pool
+    for f in [pool.submit(fn, lo, hi) for lo, hi in parts]:
+        f.result()
+
+
+def _parts(units: int, workers: int):
+    """Split ``range(units)`` into at most ``workers`` contiguous, nearly equal parts."""
+    w = max(1, min(int(workers), units))
+    edges = [units * i // w for i in range(w + 1)]
+    return [(edges[i], edges[i + 1]) for i in range(w) if edges[i + 1] > edges[i]]
+
+
+if AVAILABLE:
+    _jit = njit(cache=True, nogil=True, error_model="numpy")
+
+    @_jit
+    def _pow2(e):
+        """2.0**e for an integer e in float64's normal range, built from its bits."""
+        return np.uint64((e + 1023) << 52).view(np.float64)
+
+    @_jit
+    def _dec32(b):
+        """(value, power) of FP32 bits b: :func:`golden.formats.to_float` and pow2_nominal."""
+        v = np.float64(np.uint32(b).view(np.float32))
+        ef = (b >> 23) & 0xFF
+        p = _pow2(max(ef, 1) - 127)
+        if (b & 0x7FFFFFFF) == 0:
+            p = 0.0
+        if ef == 0xFF:
+            p = 1.0
+        return v, p
+
+    @_jit
+    def _dec16(b):
+        """(value, power) of FP16 bits b."""
+        ef = (b >> 10) & 0x1F
+        fr = b & 0x3FF
+        e = max(ef, 1)
+        sig = fr | (1024 if ef > 0 else 0)
+        v = sig * _pow2(e - 25)
+        p = _pow2(e - 15)
+        if ef == 0x1F:
+            v = np.inf if fr == 0 else np.nan
+            p = 1.0
+        if (b & 0x7FFF) == 0:
+            p = 0.0
+        if b & 0x8000:
+            v = -v
+        return v, p
+
+    @_jit
+    def _rz32(v, cutmask):
+        """FP32 bits of the exact float64 v: toward zero, >= 2**128 to Inf, subnormals kept,
+        the cut mask applied, zero to +0, NaN canonical (:func:`golden.dot.round_output`)."""
+        u = np.float64(v).view(np.uint64)
+        s = np.int64(u >> np.uint64(63))
+        e = np.int64((u >> np.uint64(52)) & np.uint64(0x7FF))
+        if e >= 1151:                           # |v| >= 2**128, and Inf
+            r = np.int64(0x7F800000)
+        elif e >= 897:                          # normal FP32: drop 29 fraction bits
+            r = ((e - 896) << 23) | np.int64((u >> np.uint64(29)) & np.uint64(0x7FFFFF))
+        else:                                   # subnormal FP32 (and zero): units of 2**-149
+            r = np.int64(abs(v) * 7.1362384635297994e+44)     # 2**149, then trunc
+        r &= cutmask
+        if r != 0:
+            r |= s << 31
+        if v != v:
+            r = np.int64(0x7FFFFFFF)
+        return r
+
+    @_jit
+    def _rne16(v):
+        """FP16 bits of the exact float64 v, rounded once to nearest-even (NumPy's float64 to
+        float16 cast), overflow to Inf, zero to +0, NaN canonical."""
+        u = np.float64(v).view(np.uint64)
+        s = np.int64(u >> np.uint64(63))
+        e = np.int64((u >> np.uint64(52)) & np.uint64(0x7FF))
+        if e >= 1039:                           # |v| >= 2**16, and Inf
+            r = np.int64(0x7C00)
+        elif e >= 1009:                         # FP16 normal range: round 53 bits to 11
+            m = np.int64(u & np.uint64(0xFFFFFFFFFFFFF)) | (np.int64(1) << 52)
+            q = m >> 42
+            rem = m & ((np.int64(1) << 42) - 1)
+            half = np.int64(1) << 41
+            up = 1 if (rem > half or (rem == half and (q & 1) == 1)) else 0
+            r = ((e - 1008) << 10) + (q - 1024) + up  # a carry moves into the exponent (or Inf)
+        else:                                   # subnormal FP16: units of 2**-24
+            x = abs(v) * 16777216.0
+            fl = np.floor(x)
+            d = x - fl
+            q = np.int64(fl)
+            if d > 0.5 or (d == 0.5 and (q & 1) == 1):
+                q += 1
+            r = q
+        if r != 0:
+            r |= s << 15
+        if v != v:
+            r = np.int64(0x7FFF)
+        return r
+
+    @_jit
+    def _fp_kernel(va, pa, vb, pb, c, out, u0, u1, grid, block, floor_pow, fp16, cutmask,
+                   promote):
+        """Units u0..u1 of the floating-point chain.
+
+        va, pa (T, M, K) and vb, pb (T, K, N): float64 values and powers of A and B; c and
+        out (T, M, N): bits (uint32, or uint16 when fp16).  floor_pow: 2**floor or 0.
+        promote: 0, or the K chunk of cuBLASLt's promoted FP8 accumulation.  The loops over a
+        block's columns are the vector loops.
+        """
+        T, M, K = va.shape
+        N = vb.shape[2]
+        rows = min(M, 32)
+        cols = min(N, 128)
+        nrb = (M + rows - 1) // rows
+        gpow = _pow2(grid)
+        cv = np.empty((rows, cols))
+        cp = np.empty((rows, cols))
+        cb = np.empty((rows, cols), np.int64)
+        acc = np.empty((rows, cols), np.float32)
+        big = np.empty(cols)
+        scale = np.empty(cols)
+        tot = np.empty(cols)
+        chunk = promote if promote > 0 else K
+        for u in range(u0, u1):
+            t = u // nrb
+            i0 = (u % nrb) * rows
+            ni = min(rows, M - i0)
+            for j0 in range(0, N, cols):
+                nj = min(cols, N - j0)
+                if promote > 0:
+                    acc[:, :] = 0.0
+                for s0 in range(0, K, chunk):
+                    s1 = min(s0 + chunk, K)
+                    for ii in range(ni):            # the chain's addend: c, or 0 per chunk
+                        crow = c[t, i0 + ii, j0:j0 + nj]
+                        cvr = cv[ii]
+                        cpr = cp[ii]
+                        for j in range(nj):
+                            b = np.int64(crow[j]) if promote == 0 else np.int64(0)
+                            if fp16:
+                                x, p = _dec16(b)
+                            else:
+                                x, p = _dec32(b)
+                            cvr[j] = x
+                            cpr[j] = p
+                    for k0 in range(s0, s1, block):
+                        k1 = min(k0 + block, s1)
+                        for ii in range(ni):
+                            i = i0 + ii
+                            par = pa[t, i]
+                            var = va[t, i]
+                            cvr = cv[ii]
+                            cpr = cp[ii]
+                            cbr = cb[ii]
+                            # E: the largest power among the step's terms (and the floor)
+                            for j in range(nj):
+                                big[j] = max(cpr[j], floor_pow)
+                            for kk in range(k0, k1):
+                                q = par[kk]
+                                pbr = pb[t, kk, j0:j0 + nj]
+                                for j in range(nj):
+                                    big[j] = max(big[j], q * pbr[j])
+                            for j in range(nj):
+                                sc = gpow / big[j] if big[j] > 0.0 else 1.0
+                                scale[j] = sc
+                                tot[j] = np.trunc(cvr[j] * sc)
+                            for kk in range(k0, k1):
+                                x = var[kk]
+                                vbr = vb[t, kk, j0:j0 + nj]
+                                for j in range(nj):
+                                    tot[j] += np.trunc(x * vbr[j] * scale[j])
+                            # round the exact sum, and read it back as the next addend
+                            if fp16:
+                                for j in range(nj):
+                                    r = _rne16(tot[j] / scale[j])
+                                    x, p = _dec16(r)
+                                    cbr[j] = r
+                                    cvr[j] = x
+                                    cpr[j] = p
+                            else:
+                                for j in range(nj):
+                                    r = _rz32(tot[j] / scale[j], cutmask)
+                                    x, p = _dec32(r)
+                                    cbr[j] = r
+                                    cvr[j] = x
+                                    cpr[j] = p
+                    if promote > 0:
+                        for ii in range(ni):
+                            for j in range(nj):
+                                acc[ii, j] += np.float32(cv[ii, j])   # float32: IEEE RNE
+                for ii in range(ni):
+                    orow = out[t, i0 + ii]
+                    crow = c[t, i0 + ii]
+                    for j in range(nj):
+                        if promote > 0:
+                            f = acc[ii, j] + np.uint32(crow[j0 + j]).view(np.float32)
+                            r = np.int64(np.float32(f).view(np.uint32))
+                            if f != f:
+                                r = np.int64(0x7FFFFFFF)
+                            orow[j0 + j] = r
+                        else:
+                            orow[j0 + j] = cb[ii, j]
+
+    @_jit
+    def _dec(bits, ebits, fbits, bias, finite, keep):
+        """(value, power) of one pattern of a format: :func:`golden.formats.to_float` and
+        :func:`golden.formats.pow2_nominal` (keep: the mask of the bits read, TF32's 13 low
+        fraction bits cleared)."""
+        b = np.int64(bits) & keep
+        emax = (np.int64(1) << ebits) - 1
+        fmask = (np.int64(1) << fbits) - 1
+        ef = (b >> fbits) & emax
+        fr = b & fmask
+        e = max(ef, 1)
+        sig = fr | ((np.int64(1) << fbits) if ef > 0 else np.int64(0))
+        v = sig * _pow2(e - bias - fbits)
+        p = _pow2(e - bias)
+        if ef == 0 and fr == 0:
+            p = 0.0
+        if ef == emax:
+            if finite:
+                if fr == fmask:
+                    v = np.nan
+                    p = 1.0
+            else:
+                v = np.inf if fr == 0 else np.nan
+                p = 1.0
+        if (b >> (ebits + fbits)) & 1:
+            v = -v
+        return v, p
+
+    @_jit
+    def _tile_kernel(a, b, c, out, u0, u1, lanes, fa, fb, grid, block, floor_pow, fp16, cutmask,
+                     promote):
+        """Units u0..u1 of the floating-point chain on a batch of small tiles: a unit is
+        ``lanes`` consecutive tiles, and the vector loops run across them (tile t's element
+        (i, j) is lane t).  a (T, M, K), b (T, K, N) bits; fa, fb: (exp bits, fraction bits,
+        bias, finite, keep mask) of A's and B's formats; c and out (T, M, N) bits."""
+        T, M, K = a.shape
+        N = b.shape[2]
+        # float32 holds every factor's value and power exactly (products are formed in float64)
+        va = np.empty((M, K, lanes), np.float32)
+        pa = np.empty((M, K, lanes), np.float32)
+        vb = np.empty((N, K, lanes), np.float32)
+        pb = np.empty((N, K, lanes), np.float32)
+        cv = np.empty(lanes)
+        cp = np.empty(lanes)
+        cb = np.empty(lanes, np.int64)
+        acc = np.empty(lanes, np.float32)
+        big = np.empty(lanes)
+        scale = np.empty(lanes)
+        tot = np.empty(lanes)
+        gpow = _pow2(grid)
+        chunk = promote if promote > 0 else K
+        for u in range(u0, u1):
+            t0 = u * lanes
+            nt = min(lanes, T - t0)
+            for tl in range(nt):                 # decode the unit's operands, lanes last
+                for i in range(M):
+                    for kk in range(K):
+                        x, p = _dec(a[t0 + tl, i, kk], fa[0], fa[1], fa[2], fa[3], fa[4])
+                        va[i, kk, tl] = x
+                        pa[i, kk, tl] = p
+                for kk in range(K):
+                    for j in range(N):
+                        x, p = _dec(b[t0 + tl, kk, j], fb[0], fb[1], fb[2], fb[3], fb[4])
+                        vb[j, kk, tl] = x
+                        pb[j, kk, tl] = p
+            for j in range(N):                   # B's column stays in L1 over the rows
+                for i in range(M):
+                    if promote > 0:
+                        acc[:nt] = 0.0
+                    for s0 in range(0, K, chunk):
+                        s1 = min(s0 + chunk, K)
+                        for tl in range(nt):         # the chain's addend: c, or 0 per chunk
+                            bb = np.int64(c[t0 + tl, i, j]) if promote == 0 else np.int64(0)
+                            if fp16:
+                                x, p = _dec16(bb)
+                            else:
+                                x, p = _dec32(bb)
+                            cv[tl] = x
+                            cp[tl] = p
+                        for k0 in range(s0, s1, block):
+                            k1 = min(k0 + block, s1)
+                            for tl in range(nt):
+                                big[tl] = max(cp[tl], floor_pow)
+                            for kk in range(k0, k1):
+                                par = pa[i, kk]
+                                pbr = pb[j, kk]
+                                for tl in range(nt):
+                                    big[tl] = max(big[tl], np.float64(par[tl]) * np.float64(pbr[tl]))
+                            for tl in range(nt):
+                                sc = gpow / big[tl] if big[tl] > 0.0 else 1.0
+                                scale[tl] = sc
+                                tot[tl] = np.trunc(cv[tl] * sc)
+                            for kk in range(k0, k1):
+                                var = va[i, kk]
+                                vbr = vb[j, kk]
+                                for tl in range(nt):
+                                    tot[tl] += np.trunc(np.float64(var[tl]) * np.float64(vbr[tl])
+                                                        * scale[tl])
+                            if fp16:
+                                for tl in range(nt):
+                                    r = _rne16(tot[tl] / scale[tl])
+                                    x, p = _dec16(r)
+                                    cb[tl] = r
+                                    cv[tl] = x
+                                    cp[tl] = p
+                            else:
+                                for tl in range(nt):
+                                    r = _rz32(tot[tl] / scale[tl], cutmask)
+                                    x, p = _dec32(r)
+                                    cb[tl] = r
+                                    cv[tl] = x
+                                    cp[tl] = p
+                        if promote > 0:
+                            for tl in range(nt):
+                                acc[tl] += np.float32(cv[tl])      # float32: IEEE RNE
+                    for tl in range(nt):
+                        if promote > 0:
+                            f = acc[tl] + np.uint32(c[t0 + tl, i, j]).view(np.float32)
+                            r = np.int64(np.float32(f).view(np.uint32))
+                            if f != f:
+                                r = np.int64(0x7FFFFFFF)
+                            out[t0 + tl, i, j] = r
+                        else:
+                            out[t0 + tl, i, j] = cb[tl]
+
+    @_jit
+    def _int_kernel(va, vb, c, out, u0, u1, block, saturate):
+        """Units u0..u1 of the integer chain: exact sums per K step of ``block``, wrapped
+        modulo 2**32 or clamped to S32.  va (T, M, K), vb (T, K, N) int32; c, out uint32."""
+        T, M, K = va.shape
+        N = vb.shape[2]
+        rows = min(M, 32)
+        cols = min(N, 256)
+        nrb = (M + rows - 1) // rows
+        acc = np.empty(cols, np.int64)
+        step = np.empty(cols, np.int32)
+        lo = -(np.int64(1) << 31)
+        hi = (np.int64(1) << 31) - 1
+        for u in range(u0, u1):
+            t = u // nrb
+            i0 = (u % nrb) * rows
+            ni = min(rows, M - i0)
+            for ii in range(ni):
+                i = i0 + ii
+                for j0 in range(0, N, cols):
+                    nj = min(cols, N - j0)
+                    for j in range(nj):
+                        acc[j] = np.int64(np.int32(np.uint32(c[t, i, j0 + j]).view(np.int32)))
+                    for k0 in range(0, K, block):
+                        for j in range(nj):
+                            step[j] = 0
+                        for kk in range(k0, min(k0 + block, K)):
+                            x = va[t, i, kk]
+                            for j in range(nj):
+                                step[j] += x * vb[t, kk, j0 + j]
+                        for j in range(nj):
+                            s = acc[j] + step[j]
+                            if saturate:
+                                s = min(max(s, lo), hi)
+                            else:
+                                s = ((s - lo) & 0xFFFFFFFF) + lo
+                            acc[j] = s
+                    for j in range(nj):
+                        out[t, i, j0 + j] = acc[j] & 0xFFFFFFFF
+
+
+def _units(shape) -> int:
+    t, m = shape[0], shape[1]
+    return t * ((m + min(m, ROWS) - 1) // min(m, ROWS))
+
+
+def _fmt_params(fmt):
+    keep = ((1 << fmt.width) - 1) & ~((1 << fmt.ignored) - 1)
+    return np.array([fmt.exp_bits, fmt.frac_bits, fmt.bias, int(fmt.finite), keep], np.int64)
+
+
+#: Bytes of decoded operands a unit of tiles keeps (lanes are chosen to fit it).
+_TILE_BYTES = 1 << 19
+
+
+def tiles_mode(shape_a, shape_b) -> bool:
+    """Whether the batch is many small tiles (vector loops across tiles) rather than wide
+    products (vector loops across output columns)."""
+    return shape_a[0] >= 8 and shape_b[-1] < 64
+
+
+def run_tiles(a, b, c, a_fmt, b_fmt, *, grid, block, floor, fp16, cut, promote, workers):
+    """The floating-point chain on a batch of small tiles: a (T, M, K), b (T, K, N) bits in
+    ``a_fmt`` and ``b_fmt`` (:class:`golden.formats.Format`), c (T, M, N) output bits."""
+    a, b, c = (np.ascontiguousarray(x) for x in (a, b, c))
+    t, m, k = a.shape
+    n = b.shape[2]
+    out = np.empty(c.shape, c.dtype)
+    cutmask = 0xFFFFFFFF if cut is None else (0xFFFFFFFF & ~((1 << (23 - cut)) - 1))
+    floor_pow = 0.0 if floor is None else 2.0 ** floor
+    lanes = int(max(8, min(64, _TILE_BYTES // (8 * k * (m + n)))))
+    units = (t + lanes - 1) // lanes
+    fa, fb = _fmt_params(a_fmt), _fmt_params(b_fmt)
+
+    def part(lo, hi):
+        _tile_kernel(a, b, c, out, lo, hi, lanes, fa, fb, int(grid), int(block), floor_pow,
+                     bool(fp16), cutmask, int(promote or 0))
+
+    _map(part, _parts(units, workers))
+    return out
+
+
+def run_fp(va, pa, vb, pb, c, *, grid, block, floor, fp16, cut, promote, workers):
+    """The floating-point chain on (T, M, K) x (T, K, N) float64 values and powers; c bits
+    (T, M, N), uint32 or uint16 (``fp16``).  Returns the output bits, the dtype of c."""
+    va, pa, vb, pb, c = (np.ascontiguousarray(x) for x in (va, pa, vb, pb, c))
+    out = np.empty(c.shape, c.dtype)
+    cutmask = 0xFFFFFFFF if cut is None else (0xFFFFFFFF & ~((1 << (23 - cut)) - 1))
+    floor_pow = 0.0 if floor is None else 2.0 ** floor
+
+    def part(lo, hi):
+        _fp_kernel(va, pa, vb, pb, c, out, lo, hi, int(grid), int(block), floor_pow, bool(fp16),
+                   cutmask, int(promote or 0))
+
+    _map(part, _parts(_units(c.shape), workers))
+    return out
+
+
+def run_int(va, vb, c, *, block, saturate, workers):
+    """The integer chain on (T, M, K) x (T, K, N) int32 values; c (T, M, N) S32 bits."""
+    va, vb, c = (np.ascontiguousarray(x) for x in (va, vb, c))
+    out = np.empty(c.shape, np.uint32)
+
+    def part(lo, hi):
+        _int_kernel(va, vb, c, out, lo, hi, int(block), bool(saturate))
+
+    _map(part, _parts(_units(c.shape), workers))
+    return out
