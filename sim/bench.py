@@ -26,7 +26,8 @@ GOLDEN_BENCH_KINDS = {
     "fp16_f32": ("FP16->FP32", "float16", {}, 16),
     "bf16_f32": ("BF16->FP32", "bfloat16", {}, 16),
     "fp16_f16": ("FP16->FP16", "float16", {"out": "fp16"}, 16),
-    "e4m3_f32": ("FP8 E4M3->FP32 (wgmma)", "float8_e4m3fn", {"instr": "wgmma"}, 32),
+    "e4m3_f32": ("FP8 E4M3->FP32 (wgmma)", "float8_e4m3fn", {}, 32),
+    "e4m3_f16": ("FP8 E4M3->FP16 (wgmma)", "float8_e4m3fn", {"out": "fp16"}, 32),
     "tf32_f32": ("TF32->FP32", "float32", {}, 8),
     "s8_s32": ("INT8->S32", "int8", {}, 32),
 }
@@ -41,17 +42,33 @@ def _blas() -> str:
         return "unknown BLAS"
 
 
-def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1) -> dict:
+def _load() -> str:
+    try:
+        return "load average " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "load average unknown"
+
+
+def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1, workers: int | None = None,
+                 gemm: int = 0, engines=("numpy", "compiled")) -> dict:
     """Time the golden model against float32 ``numpy.matmul`` (+ C) on the same random tiles,
-    for each input kind: ``tiles`` 16x16 tiles of one instruction's K (16, 32 for FP8 and
-    INT8, 8 for TF32), one thread, best of ``repeat``."""
+    for each input kind and engine: ``tiles`` 16x16 tiles of one instruction's K (16, 32 for
+    FP8 and INT8, 8 for TF32), best of ``repeat``; NumPy's matmul on one BLAS thread, the
+    golden model on ``workers`` threads (None: every core).  The compiled engine's kernels are
+    compiled (or loaded from numba's cache) before timing.  ``gemm`` > 0 also times one
+    ``gemm``-cubed FP16 -> FP32 product (compiled engine, once)."""
     import time
     import ml_dtypes
     import numpy as np
     from golden import matmul
+    from golden.mma import default_engine
 
     if tiles < 1:
         raise BenchError(f"--tiles must be at least 1, not {tiles}")
+    if workers is not None and workers < 1:
+        raise BenchError(f"--workers must be at least 1, not {workers}")
+    workers = workers or os.cpu_count() or 1
+    engines = [e for e in engines if e != "compiled" or default_engine() == "compiled"]
     rng = np.random.default_rng(seed)
 
     def best(fn):
@@ -62,6 +79,7 @@ def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1) -> dict:
             times.append(time.perf_counter() - t)
         return min(times)
 
+    load_before = _load()
     kinds = {}
     for key, (label, dtype, kw, k) in GOLDEN_BENCH_KINDS.items():
         dt = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
@@ -74,15 +92,41 @@ def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1) -> dict:
             b = rng.standard_normal((tiles, k, 16)).astype(dt)
             c = rng.standard_normal((tiles, 16, 16)).astype(np.float16 if kw.get("out") else np.float32)
         a32, b32, c32 = a.astype(np.float32), b.astype(np.float32), c.astype(np.float32)
-        golden_s = best(lambda: matmul(a, b, c, **kw))
         matmul_s = best(lambda: np.matmul(a32, b32) + c32)
         dots = tiles * 256
-        kinds[key] = {"label": label, "k": k, "dots": dots, "golden_s": golden_s,
-                      "matmul_f32_s": matmul_s, "dots_per_s": dots / golden_s,
-                      "ratio": golden_s / matmul_s}
+        row = {"label": label, "k": k, "dots": dots, "matmul_f32_s": matmul_s, "workers": workers,
+               "engines": {}}
+        ref = None
+        for engine in engines:
+            d = matmul(a, b, c, engine=engine, workers=workers, **kw)     # compiles, warms up
+            if ref is None:
+                ref = d
+            elif not np.array_equal(d.view(np.uint8), ref.view(np.uint8)):
+                raise BenchError(f"{label}: the {engine} engine's bits differ from {engines[0]}'s")
+            s = best(lambda: matmul(a, b, c, engine=engine, workers=workers, **kw))
+            row["engines"][engine] = {"golden_s": s, "dots_per_s": dots / s, "ratio": s / matmul_s}
+        main = row["engines"][engines[-1]]
+        row.update(engine=engines[-1], golden_s=main["golden_s"], dots_per_s=main["dots_per_s"],
+                   ratio=main["ratio"])
+        kinds[key] = row
+    out = {"tiles": tiles, "blas": _blas(), "threads": 1, "workers": workers, "kinds": kinds,
+           "load_before": load_before, "load_after": _load(), "cpus": os.cpu_count()}
     f16 = kinds["fp16_f32"]
-    return {"tiles": tiles, "blas": _blas(), "threads": 1, "kinds": kinds,
-            **{key: f16[key] for key in ("dots", "golden_s", "matmul_f32_s", "dots_per_s", "ratio")}}
+    out.update({key: f16[key] for key in ("dots", "golden_s", "matmul_f32_s", "dots_per_s", "ratio")})
+    if gemm:
+        a = rng.standard_normal((gemm, gemm)).astype(np.float16)
+        b = rng.standard_normal((gemm, gemm)).astype(np.float16)
+        matmul(a[:64, :64], b[:64, :64], workers=workers)                  # compile first
+        t = time.perf_counter()
+        matmul(a, b, workers=workers)
+        gemm_s = time.perf_counter() - t
+        a32, b32 = a.astype(np.float32), b.astype(np.float32)
+        t = time.perf_counter()
+        np.matmul(a32, b32)
+        out["gemm"] = {"n": gemm, "engine": engines[-1], "workers": workers, "golden_s": gemm_s,
+                       "matmul_f32_s": time.perf_counter() - t, "dots_per_s": gemm * gemm / gemm_s,
+                       "load_after": _load()}
+    return out
 
 
 def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:

@@ -663,14 +663,24 @@ def cmd_bench(args) -> int:
                 print(f"{sim:10s} {x['tiles']:6d} {x['sim_s']:7.2f} {x['wall_s']:7.2f} "
                       f"{x['tiles_per_s']:9.2f} {x['cycles_per_s']:9.0f} {x['ratio_vs_verilator']:12.4f}x")
         else:
-            r = bench.bench_golden(tiles=args.tiles)
+            r = bench.bench_golden(tiles=args.tiles, workers=args.workers, gemm=args.gemm)
             print(f"golden model against float32 numpy.matmul + C on {r['tiles']} random 16x16 tiles "
-                  f"per kind (best of 5, 1 thread, NumPy with {r['blas']})")
-            print(f"{'input kind':24s} {'terms':>5s} {'golden ms':>10s} {'M dots/s':>9s} "
-                  f"{'matmul ms':>10s} {'ratio':>6s}")
+                  f"per kind (best of 5; numpy.matmul on 1 BLAS thread, {r['blas']}; golden model "
+                  f"on {r['workers']} of {r['cpus']} cores; {r['load_before']} before, "
+                  f"{r['load_after']} after)")
+            print(f"{'input kind':24s} {'terms':>5s} {'engine':>8s} {'workers':>7s} {'golden ms':>10s} "
+                  f"{'M dots/s':>9s} {'matmul ms':>10s} {'ratio':>7s}")
             for x in r["kinds"].values():
-                print(f"{x['label']:24s} {x['k']:5d} {x['golden_s'] * 1e3:10.1f} "
-                      f"{x['dots_per_s'] / 1e6:9.2f} {x['matmul_f32_s'] * 1e3:10.2f} {x['ratio']:5.0f}x")
+                for engine, e in x["engines"].items():
+                    print(f"{x['label']:24s} {x['k']:5d} {engine:>8s} {x['workers']:7d} "
+                          f"{e['golden_s'] * 1e3:10.1f} {e['dots_per_s'] / 1e6:9.2f} "
+                          f"{x['matmul_f32_s'] * 1e3:10.2f} {e['ratio']:6.1f}x")
+            if "gemm" in r:
+                g = r["gemm"]
+                print(f"GEMM {g['n']}x{g['n']}x{g['n']} FP16->FP32, {g['engine']} engine, "
+                      f"{g['workers']} workers: {g['golden_s']:.2f} s "
+                      f"({g['dots_per_s'] / 1e6:.2f} M dots/s of K={g['n']}); float32 numpy.matmul "
+                      f"{g['matmul_f32_s']:.3f} s; {g['load_after']}")
     except bench.BenchError as e:
         raise CliError(str(e)) from None
     if args.json:
@@ -923,6 +933,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="all: golden, sim and a GEMM, as one table (make bench); soc: the soc "
                         "design with 1, 2 and 4 warps")
     b.add_argument("--tiles", type=int, default=4096)
+    b.add_argument("--workers", type=int, default=None, metavar="N",
+                   help="golden: threads for the golden model (default: every core)")
+    b.add_argument("--gemm", type=int, default=0, metavar="N",
+                   help="golden: also time one NxNxN FP16->FP32 GEMM (compiled engine)")
     b.add_argument("--json", action="store_true", help="last line: one JSON object")
     b.set_defaults(func=cmd_bench)
     return p
