@@ -23,7 +23,11 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 import threading
 
+from functools import lru_cache
+
 import numpy as np
+
+from .formats import pow2_table, value_table
 
 try:                                    # the engine is optional: mma falls back to NumPy
     from numba import njit
@@ -177,13 +181,15 @@ if AVAILABLE:
         rows = min(M, 32)
         cols = min(N, 128)
         nrb = (M + rows - 1) // rows
-        gpow = _pow2(grid)
+        sgrid = (np.int64(grid) + 2046) << 52
+        igrid = np.int64(grid) << 52
         cv = np.empty((rows, cols))
         cp = np.empty((rows, cols))
         cb = np.empty((rows, cols), np.int64)
         acc = np.empty((rows, cols), np.float32)
         big = np.empty(cols)
         scale = np.empty(cols)
+        inv = np.empty(cols)
         tot = np.empty(cols)
         chunk = promote if promote > 0 else K
         for u in range(u0, u1):
@@ -226,7 +232,10 @@ if AVAILABLE:
                                 for j in range(nj):
                                     big[j] = max(big[j], q * pbr[j])
                             for j in range(nj):
-                                sc = gpow / big[j] if big[j] > 0.0 else 1.0
+                                # 2**(F - E) and 2**(E - F) from E's bits (exact, no divide)
+                                ub = np.float64(big[j]).view(np.int64)
+                                sc = np.int64(sgrid - ub).view(np.float64) if ub > 0 else 1.0
+                                inv[j] = np.int64(ub - igrid).view(np.float64) if ub > 0 else 1.0
                                 scale[j] = sc
                                 tot[j] = np.trunc(cvr[j] * sc)
                             for kk in range(k0, k1):
@@ -237,14 +246,14 @@ if AVAILABLE:
                             # round the exact sum, and read it back as the next addend
                             if fp16:
                                 for j in range(nj):
-                                    r = _rne16(tot[j] / scale[j])
+                                    r = _rne16(tot[j] * inv[j])
                                     x, p = _dec16(r)
                                     cbr[j] = r
                                     cvr[j] = x
                                     cpr[j] = p
                             else:
                                 for j in range(nj):
-                                    r = _rz32(tot[j] / scale[j], cutmask)
+                                    r = _rz32(tot[j] * inv[j], cutmask)
                                     x, p = _dec32(r)
                                     cbr[j] = r
                                     cvr[j] = x
@@ -295,12 +304,15 @@ if AVAILABLE:
         return v, p
 
     @_jit
-    def _tile_kernel(a, b, c, out, u0, u1, lanes, fa, fb, grid, block, floor_pow, fp16, cutmask,
-                     promote):
+    def _tile_kernel(a, b, c, out, u0, u1, lanes, fa, fb, tav, tap, tbv, tbp, grid, block,
+                     floor_pow, fp16, cutmask, promote):
         """Units u0..u1 of the floating-point chain on a batch of small tiles: a unit is
         ``lanes`` consecutive tiles, and the vector loops run across them (tile t's element
         (i, j) is lane t).  a (T, M, K), b (T, K, N) bits; fa, fb: (exp bits, fraction bits,
-        bias, finite, keep mask) of A's and B's formats; c and out (T, M, N) bits."""
+        bias, finite, keep mask) of A's and B's formats; tav, tap, tbv, tbp: float32 value and
+        power of every pattern of an 8- or 16-bit format (:func:`golden.formats.value_table`,
+        :func:`golden.formats.pow2_table`), or empty (TF32: decoded from its fields); c and out
+        (T, M, N) bits."""
         T, M, K = a.shape
         N = b.shape[2]
         # float32 holds every factor's value and power exactly (products are formed in float64)
@@ -314,23 +326,39 @@ if AVAILABLE:
         acc = np.empty(lanes, np.float32)
         big = np.empty(lanes)
         scale = np.empty(lanes)
+        inv = np.empty(lanes)
         tot = np.empty(lanes)
-        gpow = _pow2(grid)
+        sgrid = (np.int64(grid) + 2046) << 52
+        igrid = np.int64(grid) << 52
         chunk = promote if promote > 0 else K
         for u in range(u0, u1):
             t0 = u * lanes
             nt = min(lanes, T - t0)
-            for tl in range(nt):                 # decode the unit's operands, lanes last
-                for i in range(M):
-                    for kk in range(K):
-                        x, p = _dec(a[t0 + tl, i, kk], fa[0], fa[1], fa[2], fa[3], fa[4])
-                        va[i, kk, tl] = x
-                        pa[i, kk, tl] = p
+            # decode the unit's operands, lanes last (B transposed: its column is contiguous)
+            for i in range(M):
                 for kk in range(K):
-                    for j in range(N):
-                        x, p = _dec(b[t0 + tl, kk, j], fb[0], fb[1], fb[2], fb[3], fb[4])
-                        vb[j, kk, tl] = x
-                        pb[j, kk, tl] = p
+                    if tav.size > 0:
+                        for tl in range(nt):
+                            x = a[t0 + tl, i, kk]
+                            va[i, kk, tl] = tav[x]
+                            pa[i, kk, tl] = tap[x]
+                    else:
+                        for tl in range(nt):
+                            x, p = _dec(a[t0 + tl, i, kk], fa[0], fa[1], fa[2], fa[3], fa[4])
+                            va[i, kk, tl] = x
+                            pa[i, kk, tl] = p
+            for kk in range(K):
+                for j in range(N):
+                    if tbv.size > 0:
+                        for tl in range(nt):
+                            x = b[t0 + tl, kk, j]
+                            vb[j, kk, tl] = tbv[x]
+                            pb[j, kk, tl] = tbp[x]
+                    else:
+                        for tl in range(nt):
+                            x, p = _dec(b[t0 + tl, kk, j], fb[0], fb[1], fb[2], fb[3], fb[4])
+                            vb[j, kk, tl] = x
+                            pb[j, kk, tl] = p
             for j in range(N):                   # B's column stays in L1 over the rows
                 for i in range(M):
                     if promote > 0:
@@ -355,7 +383,10 @@ if AVAILABLE:
                                 for tl in range(nt):
                                     big[tl] = max(big[tl], np.float64(par[tl]) * np.float64(pbr[tl]))
                             for tl in range(nt):
-                                sc = gpow / big[tl] if big[tl] > 0.0 else 1.0
+                                # 2**(F - E) and 2**(E - F) from E's bits (exact, no divide)
+                                ub = np.float64(big[tl]).view(np.int64)
+                                sc = np.int64(sgrid - ub).view(np.float64) if ub > 0 else 1.0
+                                inv[tl] = np.int64(ub - igrid).view(np.float64) if ub > 0 else 1.0
                                 scale[tl] = sc
                                 tot[tl] = np.trunc(cv[tl] * sc)
                             for kk in range(k0, k1):
@@ -366,14 +397,14 @@ if AVAILABLE:
                                                         * scale[tl])
                             if fp16:
                                 for tl in range(nt):
-                                    r = _rne16(tot[tl] / scale[tl])
+                                    r = _rne16(tot[tl] * inv[tl])
                                     x, p = _dec16(r)
                                     cb[tl] = r
                                     cv[tl] = x
                                     cp[tl] = p
                             else:
                                 for tl in range(nt):
-                                    r = _rz32(tot[tl] / scale[tl], cutmask)
+                                    r = _rz32(tot[tl] * inv[tl], cutmask)
                                     x, p = _dec32(r)
                                     cb[tl] = r
                                     cv[tl] = x
@@ -442,6 +473,18 @@ def _fmt_params(fmt):
     return np.array([fmt.exp_bits, fmt.frac_bits, fmt.bias, int(fmt.finite), keep], np.int64)
 
 
+_NO_TABLE = np.zeros(0, np.float32)
+
+
+@lru_cache(maxsize=None)
+def _tables(fmt):
+    """float32 value and power tables of an 8- or 16-bit format (exact: every value and power
+    of these formats is a float32); empty arrays for TF32."""
+    if fmt.width > 16:
+        return _NO_TABLE, _NO_TABLE
+    return value_table(fmt).astype(np.float32), pow2_table(fmt).astype(np.float32)
+
+
 #: Bytes of decoded operands a unit of tiles keeps (lanes are chosen to fit it).
 _TILE_BYTES = 1 << 19
 
@@ -464,10 +507,11 @@ def run_tiles(a, b, c, a_fmt, b_fmt, *, grid, block, floor, fp16, cut, promote, 
     lanes = int(max(8, min(64, _TILE_BYTES // (8 * k * (m + n)))))
     units = (t + lanes - 1) // lanes
     fa, fb = _fmt_params(a_fmt), _fmt_params(b_fmt)
+    (tav, tap), (tbv, tbp) = _tables(a_fmt), _tables(b_fmt)
 
     def part(lo, hi):
-        _tile_kernel(a, b, c, out, lo, hi, lanes, fa, fb, int(grid), int(block), floor_pow,
-                     bool(fp16), cutmask, int(promote or 0))
+        _tile_kernel(a, b, c, out, lo, hi, lanes, fa, fb, tav, tap, tbv, tbp, int(grid),
+                     int(block), floor_pow, bool(fp16), cutmask, int(promote or 0))
 
     _map(part, _parts(units, workers))
     return out
