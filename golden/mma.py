@@ -6,6 +6,12 @@ block width n of the generation and input kind (:mod:`numerics`; the last step m
 shorter), each step is one block fused dot-add (:mod:`golden.dot`), and the rounded output of a
 step is the addend of the next.  Integer inputs (S8, U8) sum exactly instead, wrapped modulo
 2**32 or clamped per step.  :func:`mma4` is the golden twin of the RTL core ``rtl/mma4.py``.
+
+Two engines give the same bits: ``"compiled"`` (the default where numba imports) runs the
+chain in the numba kernels of :mod:`golden.fast`; ``"numpy"`` runs it as NumPy array
+operations (:func:`golden.dot.fused_sum`, :func:`golden.dot.round_output`), the twin the tests
+check it against.  Either spreads the output tiles (or blocks of output rows) over ``workers``
+threads; K, a sequential chain, is never split.
 """
 
 from __future__ import annotations
@@ -18,8 +24,8 @@ from .arch import get_arch, HOPPER
 from .dot import exact_round, finite_terms, fused_sum, round_output
 from .formats import FP16, FP32, Format, get_format, pow2_nominal, to_float
 
-__all__ = ["mma", "mma4", "MODES", "INSTRS", "ENGINES", "default_engine", "IN_FORMATS", "INT_FORMATS", "check_operands",
-           "input_kind", "instr_of"]
+__all__ = ["mma", "mma4", "MODES", "INSTRS", "ENGINES", "default_engine", "IN_FORMATS",
+           "INT_FORMATS", "check_operands", "input_kind", "instr_of"]
 
 MODES = ("hopper", "ieee")
 INSTRS = ("mma", "wgmma")
@@ -241,20 +247,13 @@ def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode
         ts, rs = part
         out[ts, rs] = run(a[ts, rs], b[ts], c[ts, rs])
 
-    if int(workers) > 1 and len(parts) > 1:
-        from .fast import _map
-        _map(lambda lo, hi: [one(p) for p in parts[lo:hi]], _split(len(parts), int(workers)))
+    if int(workers) > 1 and len(parts) > 1:          # NumPy releases the GIL in its loops
+        from .fast import _map, _parts
+        _map(lambda lo, hi: [one(p) for p in parts[lo:hi]], _parts(len(parts), int(workers)))
     else:
         for p in parts:
             one(p)
     return out.reshape(batch + (m, n))
-
-
-def _split(count: int, workers: int):
-    """Interleave-free split of ``range(count)`` into at most ``workers`` contiguous parts."""
-    w = max(1, min(workers, count))
-    edges = [count * i // w for i in range(w + 1)]
-    return [(edges[i], edges[i + 1]) for i in range(w) if edges[i + 1] > edges[i]]
 
 
 def _compiled(a, b, c, kind, a_fmt, b_fmt, out_fmt, step, saturate, promote, workers):
