@@ -377,7 +377,21 @@ if AVAILABLE:
                             k1 = min(k0 + block, s1)
                             for tl in range(nt):
                                 big[tl] = max(cp[tl], floor_pow)
-                            for kk in range(k0, k1):
+                            # four k per pass over the lanes (a max and a sum of exact
+                            # integers: the order does not change them)
+                            k4 = k0 + (k1 - k0) // 4 * 4
+                            for kk in range(k0, k4, 4):
+                                p0, q0 = pa[i, kk], pb[j, kk]
+                                p1, q1 = pa[i, kk + 1], pb[j, kk + 1]
+                                p2, q2 = pa[i, kk + 2], pb[j, kk + 2]
+                                p3, q3 = pa[i, kk + 3], pb[j, kk + 3]
+                                for tl in range(nt):
+                                    m01 = max(np.float64(p0[tl]) * np.float64(q0[tl]),
+                                              np.float64(p1[tl]) * np.float64(q1[tl]))
+                                    m23 = max(np.float64(p2[tl]) * np.float64(q2[tl]),
+                                              np.float64(p3[tl]) * np.float64(q3[tl]))
+                                    big[tl] = max(big[tl], max(m01, m23))
+                            for kk in range(k4, k1):
                                 par = pa[i, kk]
                                 pbr = pb[j, kk]
                                 for tl in range(nt):
@@ -389,7 +403,19 @@ if AVAILABLE:
                                 inv[tl] = np.int64(ub - igrid).view(np.float64) if ub > 0 else 1.0
                                 scale[tl] = sc
                                 tot[tl] = np.trunc(cv[tl] * sc)
-                            for kk in range(k0, k1):
+                            for kk in range(k0, k4, 4):
+                                x0, y0 = va[i, kk], vb[j, kk]
+                                x1, y1 = va[i, kk + 1], vb[j, kk + 1]
+                                x2, y2 = va[i, kk + 2], vb[j, kk + 2]
+                                x3, y3 = va[i, kk + 3], vb[j, kk + 3]
+                                for tl in range(nt):
+                                    sc = scale[tl]
+                                    s01 = (np.trunc(np.float64(x0[tl]) * np.float64(y0[tl]) * sc) +
+                                           np.trunc(np.float64(x1[tl]) * np.float64(y1[tl]) * sc))
+                                    s23 = (np.trunc(np.float64(x2[tl]) * np.float64(y2[tl]) * sc) +
+                                           np.trunc(np.float64(x3[tl]) * np.float64(y3[tl]) * sc))
+                                    tot[tl] += s01 + s23
+                            for kk in range(k4, k1):
                                 var = va[i, kk]
                                 vbr = vb[j, kk]
                                 for tl in range(nt):
