@@ -10,9 +10,12 @@ is the rounding of that exact sum to FP32 (toward zero, optional cut) or FP16 (n
 done here on the float64's bit fields instead of NumPy's casts; tests compare the two engines
 and the silicon captures bit for bit.
 
-Kernels run over *units*: a block of output rows of one batch entry, all its columns (in
-blocks) and its whole K chain.  Units are independent, so :func:`run_fp` and :func:`run_int`
-spread them over threads (the kernels release the GIL); K is never split.
+Two kernels, the same arithmetic: :func:`run_fp` for wide products (a unit is a block of
+output rows of one batch entry with all its columns, the vector loops run across columns) and
+:func:`run_tiles` for batches of small tiles (a unit is a group of tiles, the vector loops run
+across the tiles).  A unit carries its outputs' whole K chain; units are independent, so they
+are spread over threads (the kernels release the GIL); K is never split.  (INT8 needs no kernel
+here: :func:`golden.mma._int_blas_chunk` sums its steps exactly in float32 BLAS.)
 
 numba compiles the kernels on first use and caches them (``cache=True``) beside this file.
 """
@@ -39,7 +42,7 @@ try:                                    # the engine is optional: mma falls back
 except ImportError:                     # pragma: no cover - numba is a dependency
     AVAILABLE = False
 
-__all__ = ["AVAILABLE", "run_fp", "run_tiles", "tiles_mode", "run_int", "default_workers"]
+__all__ = ["AVAILABLE", "run_fp", "run_tiles", "tiles_mode", "default_workers"]
 
 #: Output rows per unit and output columns per block (the working set stays in L2).
 ROWS, COLS = 32, 128
@@ -448,46 +451,6 @@ if AVAILABLE:
                         else:
                             out[t0 + tl, i, j] = cb[tl]
 
-    @_jit
-    def _int_kernel(va, vb, c, out, u0, u1, block, saturate):
-        """Units u0..u1 of the integer chain: exact sums per K step of ``block``, wrapped
-        modulo 2**32 or clamped to S32.  va (T, M, K), vb (T, K, N) int32; c, out uint32."""
-        T, M, K = va.shape
-        N = vb.shape[2]
-        rows = min(M, 32)
-        cols = min(N, 256)
-        nrb = (M + rows - 1) // rows
-        acc = np.empty(cols, np.int64)
-        step = np.empty(cols, np.int32)
-        lo = -(np.int64(1) << 31)
-        hi = (np.int64(1) << 31) - 1
-        for u in range(u0, u1):
-            t = u // nrb
-            i0 = (u % nrb) * rows
-            ni = min(rows, M - i0)
-            for ii in range(ni):
-                i = i0 + ii
-                for j0 in range(0, N, cols):
-                    nj = min(cols, N - j0)
-                    for j in range(nj):
-                        acc[j] = np.int64(np.int32(np.uint32(c[t, i, j0 + j]).view(np.int32)))
-                    for k0 in range(0, K, block):
-                        for j in range(nj):
-                            step[j] = 0
-                        for kk in range(k0, min(k0 + block, K)):
-                            x = va[t, i, kk]
-                            for j in range(nj):
-                                step[j] += x * vb[t, kk, j0 + j]
-                        for j in range(nj):
-                            s = acc[j] + step[j]
-                            if saturate:
-                                s = min(max(s, lo), hi)
-                            else:
-                                s = ((s - lo) & 0xFFFFFFFF) + lo
-                            acc[j] = s
-                    for j in range(nj):
-                        out[t, i, j0 + j] = acc[j] & 0xFFFFFFFF
-
 
 def _units(shape) -> int:
     t, m = shape[0], shape[1]
@@ -554,18 +517,6 @@ def run_fp(va, pa, vb, pb, c, *, grid, block, floor, fp16, cut, promote, workers
     def part(lo, hi):
         _fp_kernel(va, pa, vb, pb, c, out, lo, hi, int(grid), int(block), floor_pow, bool(fp16),
                    cutmask, int(promote or 0))
-
-    _map(part, _parts(_units(c.shape), workers))
-    return out
-
-
-def run_int(va, vb, c, *, block, saturate, workers):
-    """The integer chain on (T, M, K) x (T, K, N) int32 values; c (T, M, N) S32 bits."""
-    va, vb, c = (np.ascontiguousarray(x) for x in (va, vb, c))
-    out = np.empty(c.shape, np.uint32)
-
-    def part(lo, hi):
-        _int_kernel(va, vb, c, out, lo, hi, int(block), bool(saturate))
 
     _map(part, _parts(_units(c.shape), workers))
     return out

@@ -162,7 +162,8 @@ def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode
         Who computes: ``"compiled"`` runs the chain in numba kernels (:mod:`golden.fast`),
         ``"numpy"`` in NumPy array operations (:mod:`golden.dot`, the checked twin); the bits
         are the same.  None: compiled where numba imports, NumPy otherwise.  ``mode="ieee"``
-        always runs in NumPy.
+        always runs in NumPy; INT8's compiled engine sums each step in float32 BLAS (exact:
+        every partial sum is an integer below 2**20).
     workers : None or int
         Threads the output tiles (blocks of output rows; never K) are spread over; None is
         every core (``os.cpu_count()``).
@@ -218,13 +219,15 @@ def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode
     a = np.broadcast_to(a, batch + (m, k)).reshape(nb, m, k)
     b = np.broadcast_to(b, batch + (k, n)).reshape(nb, k, n)
     c = np.broadcast_to(c, batch + (m, n)).reshape(nb, m, n)
-    if engine == "compiled" and mode != "ieee":
+    if engine == "compiled" and mode != "ieee" and kind != "int8":
         return _compiled(a, b, c, kind, in_fmt, b_fmt, out_fmt, step, saturate, promote,
                          workers).reshape(batch + (m, n))
     out = np.empty(c.shape, dtype=c.dtype)
     if kind == "int8":
+        exact = _int_chunk if engine == "numpy" else _int_blas_chunk
+
         def run(a, b, c):
-            return _int_chunk(a, b, c, in_fmt == "u8", step.block, saturate)
+            return exact(a, b, c, in_fmt == "u8", step.block, saturate)
     elif mode == "ieee":
         def run(a, b, c):
             return _ieee_chunk(a, b, c, in_fmt, b_fmt, out_fmt)
@@ -257,12 +260,9 @@ def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode
 
 
 def _compiled(a, b, c, kind, a_fmt, b_fmt, out_fmt, step, saturate, promote, workers):
-    """The chain in the numba kernels of :mod:`golden.fast`; (nb, m, k) x (nb, k, n) bits."""
+    """The floating-point chain in the numba kernels of :mod:`golden.fast`; (nb, m, k) x
+    (nb, k, n) bits.  (INT8's compiled engine is float32 BLAS: :func:`_int_blas_chunk`.)"""
     from . import fast
-    if kind == "int8":
-        va = (a if a_fmt == "u8" else a.view(np.int8)).astype(np.int32)
-        vb = b.view(np.int8).astype(np.int32)
-        return fast.run_int(va, vb, c, block=step.block, saturate=saturate, workers=workers)
     fp16 = out_fmt is FP16
     if fast.tiles_mode(a.shape, b.shape):
         return fast.run_tiles(a, b, c, a_fmt, b_fmt, grid=step.grid, block=step.block,
@@ -313,6 +313,22 @@ def _int_chunk(a, b, c, unsigned_a: bool, block: int, saturate: bool):
     lo, hi = -(1 << 31), (1 << 31) - 1
     for k0 in range(0, a.shape[-1], block):
         acc = acc + np.matmul(va[..., k0:k0 + block], vb[..., k0:k0 + block, :])
+        acc = np.clip(acc, lo, hi) if saturate else ((acc - lo) & 0xFFFFFFFF) + lo
+    return (acc & 0xFFFFFFFF).astype(np.uint32)
+
+
+def _int_blas_chunk(a, b, c, unsigned_a: bool, block: int, saturate: bool):
+    """:func:`_int_chunk` with each step's sum from float32 ``numpy.matmul`` (BLAS): every
+    product is at most 255 * 128 = 2**15 in magnitude and a step adds at most 32 of them, so
+    every partial sum, in any order, is an integer below 2**20 and float32 holds it exactly."""
+    if block > 256:
+        return _int_chunk(a, b, c, unsigned_a, block, saturate)
+    va = (a if unsigned_a else a.view(np.int8)).astype(np.float32)
+    vb = b.view(np.int8).astype(np.float32)
+    acc = c.view(np.int32).astype(np.int64)
+    lo, hi = -(1 << 31), (1 << 31) - 1
+    for k0 in range(0, a.shape[-1], block):
+        acc += np.matmul(va[..., k0:k0 + block], vb[..., k0:k0 + block, :]).astype(np.int64)
         acc = np.clip(acc, lo, hi) if saturate else ((acc - lo) & 0xFFFFFFFF) + lo
     return (acc & 0xFFFFFFFF).astype(np.uint32)
 
