@@ -19,11 +19,11 @@ import enum
 from dataclasses import dataclass
 
 __all__ = ["Access", "Field", "Register", "REGISTERS", "ErrorCode", "InFormat", "ID_VALUE",
-           "VERSION", "ADDR_BITS", "register", "markdown", "c_header"]
+           "VERSION", "ADDR_BITS", "IN_BYTES", "register", "markdown", "c_header"]
 
 ADDR_BITS = 8            # 64 32-bit registers of address space
 ID_VALUE = 0x7463_6F72   # "tcor"
-VERSION = (0, 1)
+VERSION = (0, 2)
 
 
 class Access(enum.Enum):
@@ -36,10 +36,10 @@ class Access(enum.Enum):
 class ErrorCode(enum.IntEnum):
     """STATUS.error: why the last start was refused or a run stopped (0 while none)."""
     NONE = 0
-    BAD_SIZE = 1          # M, N or K zero, not a multiple of 16, or above the maximum
+    BAD_SIZE = 1          # M, N or K zero, not a multiple of 16 (K: of the kind's step), too big
     MISALIGNED = 2        # a base address not a multiple of 16 bytes
-    BAD_LD = 3            # a leading dimension below the row length or not a multiple of 8
-    BAD_FORMAT = 4        # an unsupported format / accumulator combination
+    BAD_LD = 3            # a leading dimension below the row length or rows not 16-byte aligned
+    BAD_FORMAT = 4        # an unsupported format / accumulator / b_alt / sat combination
     READ_SLVERR = 5       # the memory answered a read with SLVERR
     READ_DECERR = 6       # ... with DECERR
     WRITE_SLVERR = 7      # the memory answered a write with SLVERR
@@ -49,9 +49,19 @@ class ErrorCode(enum.IntEnum):
 
 
 class InFormat(enum.IntEnum):
-    """FORMAT.in_fmt: the element format of A and B."""
+    """FORMAT.in_fmt: the element format of A (and of B, but for ``FORMAT.b_alt`` and U8)."""
     FP16 = 0
     BF16 = 1
+    TF32 = 2              # FP32 patterns, the 13 low fraction bits ignored
+    E4M3 = 3              # FP8
+    E5M2 = 4              # FP8
+    S8 = 5                # INT8, two's complement
+    U8 = 6                # INT8 A unsigned, B S8
+
+
+#: Bytes of an A/B element per input format (TF32 elements are 32-bit words).
+IN_BYTES = {InFormat.FP16: 2, InFormat.BF16: 2, InFormat.TF32: 4, InFormat.E4M3: 1,
+            InFormat.E5M2: 1, InFormat.S8: 1, InFormat.U8: 1}
 
 
 @dataclass(frozen=True)
@@ -135,6 +145,9 @@ REGISTERS = (
         _const("bf16", 1, 1, 1, "BF16 inputs."),
         _const("acc_f16", 2, 1, 1, "FP16 accumulators (with FP16 inputs)."),
         _const("c_given", 3, 1, 1, "D = A*B + C."),
+        _const("tf32", 4, 1, 1, "TF32 inputs."),
+        _const("fp8", 5, 1, 1, "FP8 inputs (E4M3, E5M2, mixed), FP32 or FP16 accumulators."),
+        _const("int8", 6, 1, 1, "INT8 inputs (S8, U8 x S8), S32 accumulators, wrap or satfinite."),
         _const("cores", 8, 4, 1, "Warps (4x4x4 cores) in the engine."),
         _const("data_bytes_log2", 12, 4, 4, "log2 of the AXI4 master's data bytes."),
         _const("max_tiles_log2", 16, 5, 10, "M, N and K are at most 16 * 2**this."),
@@ -155,11 +168,18 @@ REGISTERS = (
     ), "Status."),
     _word("M", 0x14, "Rows of A and D (a multiple of 16)."),
     _word("N", 0x18, "Columns of B and D (a multiple of 16)."),
-    _word("K", 0x1C, "Columns of A, rows of B (a multiple of 16)."),
+    _word("K", 0x1C, "Columns of A, rows of B (a multiple of 16; of 8 for TF32, 32 for FP8 and INT8)."),
     Register("FORMAT", 0x20, (
-        Field("in_fmt", 0, 2, Access.RW, 0, "A and B: 0 FP16, 1 BF16 (`InFormat`)."),
-        Field("acc_f16", 4, 1, Access.RW, 0, "C and D are FP16 (else FP32); FP16 inputs only."),
+        Field("in_fmt", 0, 3, Access.RW, 0, "A and B: 0 FP16, 1 BF16, 2 TF32, 3 E4M3, 4 E5M2, "
+              "5 S8, 6 U8 (A; B is S8) (`InFormat`).  TF32, FP8 and INT8 take B column-major: "
+              "B^T (N x K) row-major at B_LO/B_HI, leading dimension LDB >= K."),
+        Field("acc_f16", 4, 1, Access.RW, 0, "C and D are FP16 (else FP32, S32 for INT8); FP16 "
+              "and FP8 inputs only."),
+        Field("b_alt", 5, 1, Access.RW, 0, "FP8 only: B is the other FP8 format (E5M2 with E4M3 "
+              "A, E4M3 with E5M2 A)."),
         Field("c_given", 8, 1, Access.RW, 0, "D = A*B + C (else D = A*B, C not read)."),
+        Field("sat", 9, 1, Access.RW, 0, "INT8 only: each K step's S32 result is clamped "
+              "(satfinite) instead of wrapped."),
     ), "Formats."),
     _word("A_LO", 0x24, "Byte address of A, bits 31..0 (16-byte aligned)."),
     _word("A_HI", 0x28, "Byte address of A, bits 63..32."),
@@ -169,13 +189,15 @@ REGISTERS = (
     _word("C_HI", 0x38, "Byte address of C, bits 63..32."),
     _word("D_LO", 0x3C, "Byte address of D, bits 31..0."),
     _word("D_HI", 0x40, "Byte address of D, bits 63..32."),
-    _word("LDA", 0x44, "Leading dimension of A in elements (row-major: >= K, a multiple of 8)."),
-    _word("LDB", 0x48, "Leading dimension of B in elements (>= N, a multiple of 8)."),
+    _word("LDA", 0x44, "Leading dimension of A in elements (row-major: >= K; rows 16-byte "
+          "aligned: a multiple of 8 16-bit, 4 TF32 or 16 8-bit elements)."),
+    _word("LDB", 0x48, "Leading dimension of B in elements (>= N, or >= K for B^T; rows 16-byte aligned)."),
     _word("LDC", 0x4C, "Leading dimension of C in elements (>= N, a multiple of 8)."),
     _word("LDD", 0x50, "Leading dimension of D in elements (>= N, a multiple of 8)."),
     _word("CYCLES_LO", 0x54, "Clocks of the last (or current) run, bits 31..0.", Access.RO),
     _word("CYCLES_HI", 0x58, "Clocks, bits 63..32.", Access.RO),
-    _word("BEATS_LO", 0x5C, "Core beats (64 FMA each) of the run, bits 31..0.", Access.RO),
+    _word("BEATS_LO", 0x5C, "Core beats of the run, bits 31..0: 64 per WMMA step of 16x16 "
+          "(a beat is 64 FMA in FP16/BF16, 32 in TF32, 128 in FP8/INT8).", Access.RO),
     _word("BEATS_HI", 0x60, "Core beats, bits 63..32.", Access.RO),
 )
 
@@ -215,7 +237,7 @@ PROGRAMMING = """\
    D is in memory; otherwise the run stopped at the error, and no D tile that depends on a
    failed read was written.
 5. Write `STATUS` with `done` = 1 to clear it (and drop `irq`).  `CYCLES` and `BEATS` hold the
-   run's clocks and core beats (64 FMA each): utilisation = BEATS / CYCLES / cores.  The
+   run's clocks and core beats (64 per 16x16 WMMA step): FP16 utilisation = BEATS / CYCLES / cores.  The
    counters stop when a run ends; during a run, read `_HI`, `_LO`, then `_HI` again and
    repeat if it changed.
 """

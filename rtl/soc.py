@@ -1,13 +1,17 @@
 """The GEMM accelerator as an SoC block (design ``soc``): AXI4-Lite control registers, an AXI4
 memory master, an interrupt, and the WMMA warp doing the arithmetic.
 
-Golden twin: :func:`golden.mma.mma` (D = A·B + C, or A·B, chained over K in steps of 16).
+Golden twin: :func:`golden.mma.mma` (D = A·B + C, or A·B, chained over K in steps of the kind's
+block), in every Hopper kind: FP16, BF16, TF32, FP8 (E4M3, E5M2, mixed; FP32 or FP16 C/D) and
+INT8 (S8, U8 x S8; wrap or satfinite), as ``FORMAT`` selects.  TF32, FP8 and INT8 read B
+column-major (B^T, N x K row-major in memory: the "TN" layout cuBLAS needs for FP8), as their
+fragments hold it; a K step is then 32 bytes along a row of A and of B^T in every kind.
 
 Data flow, per 16x16 tile of D (row-major tiles):
 
 1. C: read the C tile from memory into the scratch memory and ``load_matrix_sync`` it into the
    accumulator (``FORMAT.c_given``), or ``fill_fragment(c, 0)``;
-2. for each 16-wide step of K: read the A and B tiles into the scratch memory,
+2. for each K step (16 FP16/BF16, 8 TF32, 32 FP8/INT8): read the A and B tiles into the scratch memory,
    ``load_matrix_sync`` both, ``mma_sync``;
 3. ``store_matrix_sync`` into the scratch memory and write the D tile to memory.
 
@@ -219,11 +223,20 @@ class TileDma(wiring.Component):
 
 
 class RunConfig(data.Struct):
-    """What every warp's tile walk needs of the configuration latched at ``start``."""
-    bf16: 1
+    """What every warp's tile walk needs of the configuration latched at ``start``.
+
+    A K step is one WMMA m16n16 step of the kind (K 16 FP16/BF16, 8 TF32, 32 FP8/INT8): 32
+    bytes of a row of A, and of a row of B^T where ``b_cols`` (TF32, FP8, INT8 take B
+    column-major, as their fragments hold it)."""
+    kind: InKind
+    a_alt: 1             # FP8: A is E5M2; INT8: A is U8
+    b_alt: 1             # FP8: B is E5M2
+    sat: 1               # INT8: satfinite
+    esh: 2               # log2 of the bytes of an A/B element
+    b_cols: 1            # B given as B^T (N x K row-major)
     acc_f16: 1
     c_given: 1
-    steps: 11            # K / 16
+    steps: 12            # K / the kind's K step
     ld_a: 32             # leading dimensions in elements
     ld_b: 32
     ld_c: 32
@@ -282,23 +295,23 @@ class TileWorker(wiring.Component):
         m.d.comb += [warp.host_addr.eq(self.host_addr), warp.host_wdata.eq(self.host_wdata),
                      warp.host_we.eq(self.host_we), self.host_rdata.eq(warp.host_rdata)]
         cfg = self.cfg
-        kk = Signal(11)
+        kk = Signal(12)
         a_row, b_ptr, c_ptr, d_ptr = (Signal(64, name=f"{x}_ptr") for x in "abcd")
         es_shift = Mux(cfg.acc_f16, 1, 2)            # log2 of the C/D element bytes
         acc_words = Mux(cfg.acc_f16, 2, 4)
+        ldm_ab = C(32, 6) >> cfg.esh                  # a 32-byte scratch line, in elements
         cmd = warp.cmd.payload
         # Row-major operands only; the tag numbers the K step (the responses come in order).
         m.d.comb += cmd.tag.eq(kk[:8])
 
-        def wmma(name, nxt, *, op, kind=0, frag=0, addr=0, fa=0, fb=0, fc=0):
+        def wmma(name, nxt, *, op, kind=0, frag=0, addr=0, fa=0, fb=0, fc=0, ldm=16, col_major=0):
             """States ``name`` (issue the command) and ``name_W`` (its response)."""
             with m.State(name):
                 m.d.comb += [warp.cmd.valid.eq(1), cmd.op.eq(op), cmd.kind.eq(kind),
-                             cmd.frag.eq(frag), cmd.addr.eq(addr), cmd.ldm.eq(16),
-                             cmd.fa.eq(fa), cmd.fb.eq(fb), cmd.fc.eq(fc),
-                             cmd.fmt.eq(Mux(cfg.bf16, InKind.BF16, InKind.FP16)),
-                             cmd.a_alt.eq(0), cmd.b_alt.eq(0), cmd.sat.eq(0),
-                             cmd.acc_f16.eq(cfg.acc_f16), cmd.value.eq(0), cmd.col_major.eq(0),
+                             cmd.frag.eq(frag), cmd.addr.eq(addr), cmd.ldm.eq(ldm),
+                             cmd.fa.eq(fa), cmd.fb.eq(fb), cmd.fc.eq(fc), cmd.fmt.eq(cfg.kind),
+                             cmd.a_alt.eq(cfg.a_alt), cmd.b_alt.eq(cfg.b_alt), cmd.sat.eq(cfg.sat),
+                             cmd.acc_f16.eq(cfg.acc_f16), cmd.value.eq(0), cmd.col_major.eq(col_major),
                              cmd.mnk.eq(0)]
                 with m.If(warp.cmd.ready):
                     m.next = f"{name}_W"
@@ -345,7 +358,9 @@ class TileWorker(wiring.Component):
             with m.If(kk == cfg.steps - 1):
                 m.next = "STORE"
             with m.Else():
-                m.d.sync += [kk.eq(kk + 1), b_ptr.eq(b_ptr + cfg.ld_b.shift_left(5))]
+                # the next K step of B: 16 rows down (B), or 32 bytes along its rows (B^T)
+                m.d.sync += [kk.eq(kk + 1),
+                             b_ptr.eq(b_ptr + Mux(cfg.b_cols, 32, cfg.ld_b.shift_left(5)))]
                 m.next = "READ_A"
 
         with m.FSM():
@@ -369,11 +384,13 @@ class TileWorker(wiring.Component):
             wmma("LOAD_C", goto("READ_A"), op=Op.LOAD, kind=ACCUMULATOR, addr=C_WORD * 16)
             wmma("FILL", goto("READ_A"), op=Op.FILL, kind=ACCUMULATOR)
             transfer("READ_A", goto("READ_B"), write=0, addr=a_row + kk.shift_left(5),
-                     stride_shift=1, ldx=cfg.ld_a, row_words=2, word=A_WORD)
-            transfer("READ_B", goto("LOAD_A"), write=0, addr=b_ptr, stride_shift=1,
+                     stride_shift=cfg.esh, ldx=cfg.ld_a, row_words=2, word=A_WORD)
+            transfer("READ_B", goto("LOAD_A"), write=0, addr=b_ptr, stride_shift=cfg.esh,
                      ldx=cfg.ld_b, row_words=2, word=B_WORD)
-            wmma("LOAD_A", goto("LOAD_B"), op=Op.LOAD, kind=MATRIX_A, frag=0, addr=A_WORD * 16)
-            wmma("LOAD_B", goto("MMA"), op=Op.LOAD, kind=MATRIX_B, frag=1, addr=B_WORD * 16)
+            wmma("LOAD_A", goto("LOAD_B"), op=Op.LOAD, kind=MATRIX_A, frag=0, addr=A_WORD * 16,
+                 ldm=ldm_ab)
+            wmma("LOAD_B", goto("MMA"), op=Op.LOAD, kind=MATRIX_B, frag=1, addr=B_WORD * 16,
+                 ldm=ldm_ab, col_major=cfg.b_cols)
             wmma("MMA", after_mma, op=Op.MMA, frag=0, fa=0, fb=1, fc=0)
             wmma("STORE", goto("WRITE_D"), op=Op.STORE, kind=ACCUMULATOR, addr=C_WORD * 16)
             transfer("WRITE_D", goto("CLAIM"), write=1, addr=d_ptr, stride_shift=es_shift,
@@ -394,6 +411,40 @@ def _round_robin(m: Module, requests, last, name: str):
         with m.If(requests[i] & (i > last)):
             m.d.comb += pick.eq(i)
     return pick, Cat(*requests).any()
+
+
+#: FORMAT.in_fmt -> the datapath kind, whether A is the kind's alternative (E5M2, U8), and
+#: log2 of the element bytes.
+_IN_FORMATS = {InFormat.FP16: (InKind.FP16, 0, 1), InFormat.BF16: (InKind.BF16, 0, 1),
+               InFormat.TF32: (InKind.TF32, 0, 2), InFormat.E4M3: (InKind.FP8, 0, 0),
+               InFormat.E5M2: (InKind.FP8, 1, 0), InFormat.S8: (InKind.INT8, 0, 0),
+               InFormat.U8: (InKind.INT8, 1, 0)}
+
+
+def _format_bad(fmt, regs):
+    """An unsupported FORMAT: an unknown input format, an FP16 accumulator but for FP16 and
+    FP8 inputs, ``b_alt`` but for FP8, ``sat`` but for INT8."""
+    fp8 = (fmt == InFormat.E4M3) | (fmt == InFormat.E5M2)
+    int8 = (fmt == InFormat.S8) | (fmt == InFormat.U8)
+    return ((fmt > max(InFormat)) | (regs.format_acc_f16 & ~((fmt == InFormat.FP16) | fp8)) |
+            (regs.format_b_alt & ~fp8) | (regs.format_sat & ~int8))
+
+
+def _latch_format(m, cfg, fmt, regs):
+    """The run's kind fields from FORMAT (at start)."""
+    with m.Switch(fmt):
+        for code, (kind, alt, esh) in _IN_FORMATS.items():
+            with m.Case(code):
+                m.d.sync += [cfg.kind.eq(kind), cfg.a_alt.eq(alt), cfg.esh.eq(esh),
+                             cfg.b_cols.eq(kind not in (InKind.FP16, InKind.BF16))]
+                if kind == InKind.FP8:        # B: the same FP8 format as A, or the other one
+                    m.d.sync += cfg.b_alt.eq(alt ^ regs.format_b_alt)
+                else:
+                    m.d.sync += cfg.b_alt.eq(0)
+        with m.Default():                     # refused as BAD_FORMAT; sizes checked as FP16's
+            m.d.sync += [cfg.kind.eq(InKind.FP16), cfg.a_alt.eq(0), cfg.b_alt.eq(0),
+                         cfg.esh.eq(1), cfg.b_cols.eq(0)]
+    m.d.sync += cfg.sat.eq(regs.format_sat)
 
 
 class GemmSoc(wiring.Component):
@@ -463,13 +514,23 @@ class GemmSoc(wiring.Component):
         # ---- checks: a bad configuration is refused before any memory access --------------
         code = Signal(4)
         limit = 16 << MAX_TILES_LOG2
-        size_bad = Cat(*((v == 0) | (v[:4] != 0) | (v > limit) for v in (cm, cn, ck))).any()
+        eight = (cfg.kind == InKind.FP8) | (cfg.kind == InKind.INT8)      # K steps of 32
+        # M, N multiples of 16; K of the kind's K step (8 TF32, 16 FP16/BF16, 32 FP8/INT8)
+        k_bad = Mux(cfg.kind == InKind.TF32, ck[:3] != 0, (ck[:4] != 0) | (eight & ck[4]))
+        size_bad = (Cat(*((v == 0) | (v[:4] != 0) | (v > limit) for v in (cm, cn))).any() |
+                    (ck == 0) | (ck > limit) | k_bad)
         used = {"a": 1, "b": 1, "c": cfg.c_given, "d": 1}
         misaligned = Cat(*(used[x] & (base[x][:4] != 0) for x in "abcd")).any()
         out_of_range = Cat(*(used[x] & (base[x][aw:] != 0) for x in "abcd")).any() if aw < 64 \
             else C(0, 1)
-        row_len = {"a": ck, "b": cn, "c": cn, "d": cn}
-        ld_bad = Cat(*(used[x] & ((ld[x] < row_len[x]) | (ld[x][:3] != 0)) for x in "abcd")).any()
+        row_len = {"a": ck, "b": Mux(cfg.b_cols, ck, cn), "c": cn, "d": cn}
+        # Rows 16-byte aligned: a multiple of 8 16-bit, 4 32-bit or 16 8-bit elements.
+        def unaligned(v, esh):
+            return Mux(esh == 0, v[:4] != 0, Mux(esh == 1, v[:3] != 0, v[:2] != 0))
+        cd_esh = Mux(cfg.acc_f16, 1, 2)
+        esh = {"a": cfg.esh, "b": cfg.esh, "c": cd_esh, "d": cd_esh}
+        ld_bad = Cat(*(used[x] & ((ld[x] < row_len[x]) | unaligned(ld[x], esh[x]))
+                       for x in "abcd")).any()
         fmt = regs.format_in_fmt
         fmt_bad = Signal()
         with m.If(size_bad):
@@ -492,20 +553,23 @@ class GemmSoc(wiring.Component):
         col_bytes = Mux(acc_f16, tj.shift_left(5), tj.shift_left(6))     # 16 tj C/D elements
         claim_pick, claim_any = _round_robin(m, [w.claim for w in workers], None, "claim")
         tile = Signal(TileClaim)
-        m.d.comb += [tile.none.eq(~left), tile.a_row.eq(a_row),
-                     tile.b_col.eq(base["b"] + tj.shift_left(5)),
+        # B's tile column: 16 tj elements along a row of B, or 16 tj rows of B^T
+        b_col = Signal(64)
+        m.d.comb += [tile.none.eq(~left), tile.a_row.eq(a_row), tile.b_col.eq(b_col),
                      tile.c_ptr.eq(c_row + col_bytes), tile.d_ptr.eq(d_row + col_bytes)]
         for i, w in enumerate(workers):
             m.d.comb += [w.tile.eq(tile), w.granted.eq(claim_any & (claim_pick == i))]
         with m.If(claim_any & left):
             with m.If(tj == tiles_n - 1):
-                m.d.sync += [tj.eq(0), ti.eq(ti + 1), a_row.eq(a_row + ld["a"].shift_left(5)),
+                m.d.sync += [tj.eq(0), ti.eq(ti + 1), b_col.eq(base["b"]),
+                             a_row.eq(a_row + (ld["a"] << cfg.esh).shift_left(4)),
                              c_row.eq(c_row + Mux(acc_f16, ld["c"].shift_left(5), ld["c"].shift_left(6))),
                              d_row.eq(d_row + Mux(acc_f16, ld["d"].shift_left(5), ld["d"].shift_left(6)))]
                 with m.If(ti == tiles_m - 1):
                     m.d.sync += left.eq(0)
             with m.Else():
-                m.d.sync += tj.eq(tj + 1)
+                m.d.sync += [tj.eq(tj + 1),
+                             b_col.eq(b_col + Mux(cfg.b_cols, (ld["b"] << cfg.esh).shift_left(4), 32))]
 
         # ---- the AXI4 master, one warp's transfer at a time, round robin -------------------
         owned, owner, last = Signal(), Signal(range(max(2, len(workers)))), Signal(4)
@@ -552,10 +616,10 @@ class GemmSoc(wiring.Component):
             with m.State("IDLE"):
                 with m.If(regs.ctrl_start):
                     m.d.sync += [cm.eq(regs.m), cn.eq(regs.n), ck.eq(regs.k),
-                                 cfg.bf16.eq(fmt == InFormat.BF16), cfg.acc_f16.eq(regs.format_acc_f16),
-                                 cfg.c_given.eq(regs.format_c_given), fmt_bad.eq(
-                                     (fmt > InFormat.BF16) | ((fmt == InFormat.BF16) & regs.format_acc_f16)),
+                                 cfg.acc_f16.eq(regs.format_acc_f16), cfg.c_given.eq(regs.format_c_given),
+                                 fmt_bad.eq(_format_bad(fmt, regs)),
                                  error.eq(0), busy.eq(1), cycles.eq(0), beats.eq(0), abort.eq(0)]
+                    _latch_format(m, cfg, fmt, regs)
                     for x in "abcd":
                         lo, hi = getattr(regs, f"{x}_lo"), getattr(regs, f"{x}_hi")
                         m.d.sync += [base[x].eq(Cat(lo, hi)), ld[x].eq(getattr(regs, f"ld{x}"))]
@@ -567,7 +631,9 @@ class GemmSoc(wiring.Component):
                 with m.Else():
                     m.d.comb += go.eq(1)
                     m.d.sync += [ti.eq(0), tj.eq(0), tiles_m.eq(cm[4:15]), tiles_n.eq(cn[4:15]),
-                                 cfg.steps.eq(ck[4:15]), a_row.eq(base["a"]), c_row.eq(base["c"]),
+                                 cfg.steps.eq(Mux(cfg.kind == InKind.TF32, ck[3:15],
+                                                  Mux(eight, ck[5:15], ck[4:15]))),
+                                 a_row.eq(base["a"]), b_col.eq(base["b"]), c_row.eq(base["c"]),
                                  d_row.eq(base["d"]), left.eq(1)]
                     m.next = "RUN"
             with m.State("RUN"):

@@ -16,9 +16,9 @@ RTL_BACKENDS = ("amaranth", "icarus", "verilator")
 #: loop around the tensor core, not a tensor-core operation.
 RTL_KERNELS = ("f16_f32", "bf16_f32", "f16_f16", "tf32_f32", "e4m3_f32", "e5m2_f32",
                "e4m3_e5m2_f32", "e4m3_f16", "s8_s32", "s8_s32_sat", "u8_s8_s32")
-#: The kernels the SoC design (``--through soc``) computes; the warp design and the GEMM top
-#: take every kernel of RTL_KERNELS.
-WARP_KERNELS = ("f16_f32", "bf16_f32", "f16_f16")
+#: The kernels the SoC design (``--through soc``) computes: every kernel of RTL_KERNELS, as
+#: the warp design and the GEMM top do.
+WARP_KERNELS = RTL_KERNELS
 #: K step (one Hopper block) per input format on the RTL.
 def _k_steps():
     from tb.images import GEMM_FORMATS      # (kind, element bytes, K step, B column-major)
@@ -68,9 +68,21 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
     if a.shape[2] % step:
         raise BackendError(f"the RTL runs {in_fmt} K in steps of {step}; K = {a.shape[2]} is not "
                            f"a multiple of {step}")
+    if through == "soc":
+        # Each 16x16 tile as a GEMM of its own through the AXI block, one after another.
+        from .runner import SimError
+        from .soc import run_soc
+        if backend == "amaranth":
+            raise BackendError("--through soc runs on icarus or verilator (the soc design is "
+                               "too large for Amaranth's simulator)")
+        try:
+            return run_soc(backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt,
+                           saturate=saturate, waves=waves)
+        except (SimError, ValueError) as e:
+            raise BackendError(str(e)) from None
     if through not in ("core", "wmma"):
         raise BackendError(f"--through {through} runs whole-GEMM files only; tiles go through "
-                           "core or wmma")
+                           "core, wmma or soc")
     if through == "wmma" and backend == "amaranth":
         raise BackendError("--through wmma runs on icarus or verilator (the warp design is too "
                            "large for Amaranth's simulator)")

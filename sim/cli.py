@@ -149,7 +149,7 @@ def cmd_verify(args) -> int:
 
 def _check_rtl_shapes(prob, path, through):
     """Refuse, before any build, what the RTL cannot take: tiles other than 16x16 outputs, K not
-    a multiple of the kind's block, a whole-GEMM path for a tile file."""
+    a multiple of the kind's block, the GEMM top for a tile file."""
     from sim.backends import RTL_K_STEP
     t, m, k = prob.a.shape
     n = prob.b.shape[-1]
@@ -159,11 +159,9 @@ def _check_rtl_shapes(prob, path, through):
     if k % step:
         raise CliError(f"{path}: the RTL runs {prob.kernel.in_fmt} K in steps of {step}; K = {k} "
                        f"is not a multiple of {step}")
-    if through in ("gemm", "soc") and prob.gemm is None:
-        raise CliError(f"{path}: --through {through} runs whole-GEMM files (a is M x K); this is "
-                       "a tile file")
-    if through == "soc" and prob.kernel.in_fmt not in ("fp16", "bf16"):
-        raise CliError(f"{path}: --through soc runs the FP16 and BF16 kernels, not {prob.kernel.name}")
+    if through == "gemm" and prob.gemm is None:
+        raise CliError(f"{path}: --through gemm runs whole-GEMM files (a is M x K); this is "
+                       "a tile file (--through soc runs each tile as a GEMM of its own)")
 
 
 # -- gemm -----------------------------------------------------------------------------------------

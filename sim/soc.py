@@ -9,40 +9,47 @@ import tempfile
 
 import numpy as np
 
-from golden.gemm import check_gemm
-
 from .runner import SimError, build_dir, build_root, keep_waves, run_bench, wave_file
 
 __all__ = ["run_soc"]
 
 
-def run_soc(backend: str, a, b, c=None, *, in_fmt="fp16", out_fmt="fp32", waves=False,
-            pause: float = 0.0, params=None):
+def run_soc(backend: str, a, b, c=None, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None,
+            saturate=False, waves=False, pause: float = 0.0, params=None):
     """D = A·B (+ C) bits on ``backend`` ("verilator" or "icarus") through the soc design.
 
-    ``pause``: the probability that each AXI channel pauses in a clock (0: none, the fastest).
-    Returns D and a dict with ``cycles`` (the CYCLES register) and ``sim_s``.
+    Every Hopper kind: ``in_fmt`` / ``b_fmt`` / ``out_fmt`` / ``saturate`` as
+    :func:`golden.mma.mma` takes them (FP8 as wgmma computes it).  ``a`` (M, K) and ``b``
+    (K, N) are one GEMM; ``a`` (T, M, K) and ``b`` (T, K, N) are T GEMMs run one after
+    another in one simulation (a batch of tiles).  ``pause``: the probability that each AXI
+    channel pauses in a clock (0: none, the fastest).  Returns D and a dict with ``cycles``
+    (the CYCLES registers, summed over a batch) and ``sim_s``.
     """
     from rtl.designs import LINT_PARAMS
     from rtl.regmap import ErrorCode
 
     if backend not in ("verilator", "icarus"):
         raise ValueError(f"the soc design runs on verilator or icarus, not {backend!r}")
-    m, k = a.shape
-    n = b.shape[1]
-    check_gemm(m, n, k, in_fmt, out_fmt)
-    if in_fmt not in ("fp16", "bf16"):
-        raise ValueError(f"the soc design takes FP16 or BF16 inputs, not {in_fmt}")
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    from tb.images import GEMM_FORMATS
+    if in_fmt not in GEMM_FORMATS:
+        raise ValueError(f"the soc design takes {', '.join(GEMM_FORMATS)} inputs, not {in_fmt}")
+    kstep = GEMM_FORMATS[in_fmt][2]
+    if m % 16 or n % 16 or not m or not n or not k or k % min(kstep, 16):
+        raise ValueError(f"{in_fmt} through the soc design: M and N multiples of 16 and K of "
+                         f"{min(kstep, 16)}, not {m}x{n}x{k}")
     params = dict(LINT_PARAMS["soc"] if params is None else params)
     acc_f16 = out_fmt == "fp16"
     cdt = np.uint16 if acc_f16 else np.uint32
     c_given = c is not None and bool(np.any(c))
-    c = np.zeros((m, n), cdt) if c is None else np.asarray(c, cdt)
+    c = np.zeros(a.shape[:-1] + (n,), cdt) if c is None else np.asarray(c, cdt)
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         jpath, rpath = os.path.join(tmp, "job.npz"), os.path.join(tmp, "result.npz")
-        np.savez(jpath, a=a, b=b, c=c, bf16=in_fmt == "bf16", acc_f16=acc_f16, c_given=c_given)
+        np.savez(jpath, a=a, b=b, c=c, in_fmt=in_fmt, b_fmt=b_fmt or "", acc_f16=acc_f16,
+                 c_given=c_given, sat=bool(saturate))
         run_bench(backend, "soc", "tb.soc_bench", "job", params=params,
                   options={"pause": pause}, files=dict(job=jpath, result=rpath), waves=waves,
                   quiet=True)

@@ -3,8 +3,9 @@ programs the registers, an AXI4 slave memory holds A, B, C and D, and every one 
 channels pauses at random.  D is checked bit for bit against the golden model
 (``golden.mma``, D = A·B + C or A·B), and the memory around D against what was there before.
 
-Tests: ``gemms`` (several sizes, leading dimensions, FP16/BF16, FP32/FP16 accumulators, C given
-or zero), ``bad_configs`` (each refused with its code, no AXI request at all), ``read_error`` and
+Tests: ``gemms`` (several sizes, leading dimensions, every input kind - FP16, BF16, TF32, FP8
+E4M3/E5M2/mixed, INT8 S8/U8 with wrap or satfinite - FP32/FP16/S32 accumulators, C given or
+zero; TF32, FP8 and INT8 with B column-major, B^T in memory), ``bad_configs`` (each refused with its code, no AXI request at all), ``read_error`` and
 ``write_error`` (SLVERR from the memory: the run stops with the code, nothing hangs, the tile
 whose read failed is not written), ``decode_errors`` (DECERR on a read and on a write, each with
 its own code), ``soft_reset`` (in mid-run, then a good run).  ``job`` runs the GEMM of the
@@ -24,11 +25,27 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiResp, AxiSlave
 
 from golden import mma
-from rtl.regmap import REGISTERS, ErrorCode, InFormat, register
+from golden.mma import instr_of
+from rtl.regmap import IN_BYTES, REGISTERS, ErrorCode, InFormat, register
 from tb.handover import handover
 
 CLOCK_NS = 10
 REG = {r.name: r.offset for r in REGISTERS}
+#: golden input format name -> FORMAT.in_fmt
+IN_CODES = {"fp16": InFormat.FP16, "bf16": InFormat.BF16, "tf32": InFormat.TF32,
+            "e4m3": InFormat.E4M3, "e5m2": InFormat.E5M2, "s8": InFormat.S8, "u8": InFormat.U8}
+
+
+def b_columns(fmt: str) -> bool:
+    """TF32, FP8 and INT8 take B column-major: B^T (N x K) row-major in memory."""
+    return fmt not in ("fp16", "bf16")
+
+
+def format_word(fmt="fp16", b_fmt=None, acc_f16=False, c_given=False, sat=False) -> int:
+    """FORMAT for A in ``fmt`` and B in ``b_fmt`` (None: the kind's own pairing)."""
+    b_alt = b_fmt is not None and b_fmt != fmt and fmt in ("e4m3", "e5m2")
+    return register("FORMAT").pack(in_fmt=IN_CODES[fmt], acc_f16=acc_f16, c_given=c_given,
+                                   b_alt=b_alt, sat=sat)
 
 
 def pauses(rng: random.Random, p: float):
@@ -129,15 +146,15 @@ class Bench:
         return out
 
     async def program(self, *, m, n, k, a, b, c, d, lda, ldb, ldc, ldd, bf16=False, acc_f16=False,
-                      c_given=False):
+                      c_given=False, fmt=None, b_fmt=None, sat=False):
         for name, v in (("M", m), ("N", n), ("K", k), ("LDA", lda), ("LDB", ldb), ("LDC", ldc),
                         ("LDD", ldd)):
             await self.reg_write(name, v)
         for x, addr in (("A", a), ("B", b), ("C", c), ("D", d)):
             await self.reg_write(f"{x}_LO", addr & 0xFFFFFFFF)
             await self.reg_write(f"{x}_HI", addr >> 32)
-        await self.reg_write("FORMAT", register("FORMAT").pack(
-            in_fmt=InFormat.BF16 if bf16 else InFormat.FP16, acc_f16=acc_f16, c_given=c_given))
+        fmt = fmt or ("bf16" if bf16 else "fp16")
+        await self.reg_write("FORMAT", format_word(fmt, b_fmt, acc_f16, c_given, sat))
 
     async def run(self, budget_clocks: int):
         """Start with the interrupt enabled; wait for irq (bounded); return STATUS.error."""
@@ -156,45 +173,71 @@ class Bench:
         return status >> 4
 
 
-def budget(m, n, k) -> int:
-    """Clocks a run may take: per 16-wide step two tile reads and the warp work, per tile a C
+def budget(m, n, k, kstep=16) -> int:
+    """Clocks a run may take: per K step two tile reads and the warp work, per tile a C
     read and a D write, each row a burst; paused channels at most double it; then 4x margin."""
-    steps = (m // 16) * (n // 16) * (k // 16)
+    steps = (m // 16) * (n // 16) * (k // min(kstep, 16))
     tiles = (m // 16) * (n // 16)
     return 4 * (steps * 2 * (64 * 2 + 300) + tiles * 2 * (64 * 4 + 200) + 2000)
 
 
-def operands(rng, m, n, k, fmt, acc_f16, c_given):
+def _bits(rng, shape, fmt):
     import ml_dtypes
-    conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
-    a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
-    b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
+    if fmt in ("s8", "u8"):
+        return rng.integers(0, 256, shape, dtype=np.uint8) if fmt == "u8" else \
+            rng.integers(-128, 128, shape).astype(np.int8).view(np.uint8)
+    x = rng.standard_normal(shape)
+    conv = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32,
+            "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}[fmt]
+    return x.astype(conv).view({1: np.uint8, 2: np.uint16, 4: np.uint32}[np.dtype(conv).itemsize])
+
+
+def operands(rng, m, n, k, fmt, acc_f16, c_given, b_fmt=None):
+    """Random A (M x K), B (K x N) and C (M x N) bit patterns: A in ``fmt``, B in ``b_fmt``
+    (default: the kind's pairing), C FP32, FP16 (``acc_f16``) or S32 (INT8)."""
+    a = _bits(rng, (m, k), fmt)
+    b = _bits(rng, (k, n), b_fmt or ("s8" if fmt == "u8" else fmt))
+    if fmt in ("s8", "u8"):
+        c = rng.integers(-2 ** 20, 2 ** 20, (m, n)).astype(np.int32).view(np.uint32)
+        return a, b, c if c_given else np.zeros((m, n), np.uint32)
     cdt = np.float16 if acc_f16 else np.float32
     c = (rng.standard_normal((m, n)).astype(cdt) if c_given else np.zeros((m, n), cdt))
     return a, b, c.view(np.uint16 if acc_f16 else np.uint32)
 
 
-async def one_gemm(b: Bench, *, m, n, k, fmt="fp16", acc_f16=False, c_given=False, pad=(8, 8, 8, 8)):
-    a_bits, b_bits, c_bits = operands(b.np_rng, m, n, k, fmt, acc_f16, c_given)
-    lda, ldb, ldc, ldd = k + pad[0], n + pad[1], n + pad[2], n + pad[3]
+def want_d(a_bits, b_bits, c_bits, *, fmt, b_fmt=None, acc_f16=False, sat=False):
+    """The golden D of the block (its instruction: wgmma for FP8, mma otherwise)."""
+    out = "s32" if fmt in ("s8", "u8") else ("fp16" if acc_f16 else "fp32")
+    return mma(a_bits, b_bits, c_bits, in_fmt=fmt, b_fmt=b_fmt, out_fmt=out,
+               instr=instr_of(fmt), saturate=sat)
+
+
+async def one_gemm(b: Bench, *, m, n, k, fmt="fp16", acc_f16=False, c_given=False, pad=(8, 8, 8, 8),
+                   b_fmt=None, sat=False):
+    a_bits, b_bits, c_bits = operands(b.np_rng, m, n, k, fmt, acc_f16, c_given, b_fmt)
+    esz = IN_BYTES[IN_CODES[fmt]]
+    pad = tuple(max(p, 16 // esz) if i < 2 else p for i, p in enumerate(pad))  # rows 16-byte aligned
+    cols = b_columns(fmt)
+    b_mem = np.ascontiguousarray(b_bits.T) if cols else b_bits      # B^T for the narrow kinds
+    lda, ldb, ldc, ldd = k + pad[0], (k if cols else n) + pad[1], n + pad[2], n + pad[3]
     es = 2 if acc_f16 else 4
     base_a = 0x1000
-    base_b = base_a + ((m * lda * 2 + 0xFFF) & ~0xFFF) + 0xFF0       # rows cross 4 KiB pages
-    base_c = base_b + ((k * ldb * 2 + 0xFFF) & ~0xFFF) + 0x1000
+    base_b = base_a + ((m * lda * esz + 0xFFF) & ~0xFFF) + 0xFF0     # rows cross 4 KiB pages
+    base_c = base_b + ((b_mem.shape[0] * ldb * esz + 0xFFF) & ~0xFFF) + 0x1000
     base_d = base_c + ((m * ldc * es + 0xFFF) & ~0xFFF) + 0xFE0
     b.put(base_a, a_bits, lda)
-    b.put(base_b, b_bits, ldb)
+    b.put(base_b, b_mem, ldb)
     b.put(base_c, c_bits, ldc)
     sentinel = np.frombuffer(bytes([0xA5]) * (m * ldd * es), np.uint8)
     b.mem.data[base_d:base_d + sentinel.size] = sentinel.tobytes()
     await b.program(m=m, n=n, k=k, a=base_a, b=base_b, c=base_c, d=base_d, lda=lda, ldb=ldb,
-                    ldc=ldc, ldd=ldd, bf16=fmt == "bf16", acc_f16=acc_f16, c_given=c_given)
-    err = await b.run(budget(m, n, k))
+                    ldc=ldc, ldd=ldd, fmt=fmt, b_fmt=b_fmt, acc_f16=acc_f16, c_given=c_given, sat=sat)
+    err = await b.run(budget(m, n, k, 8 if fmt == "tf32" else 16))
     assert err == 0, f"STATUS.error {err} ({ErrorCode(err).name})"
     out_dt = np.uint16 if acc_f16 else np.uint32
     got = b.get(base_d, m, n, ldd, out_dt)
-    want = mma(a_bits, b_bits, c_bits if c_given else np.zeros_like(c_bits), in_fmt=fmt,
-               out_fmt="fp16" if acc_f16 else "fp32")
+    want = want_d(a_bits, b_bits, c_bits if c_given else np.zeros_like(c_bits), fmt=fmt,
+                  b_fmt=b_fmt, acc_f16=acc_f16, sat=sat)
     bad = int((got != want).sum())
     assert bad == 0, f"{m}x{n}x{k} {fmt} acc_f16={acc_f16} c_given={c_given}: {bad} of {got.size} differ"
     # Nothing written outside D's rows (the padding of each row keeps the sentinel).
@@ -204,19 +247,29 @@ async def one_gemm(b: Bench, *, m, n, k, fmt="fp16", acc_f16=False, c_given=Fals
         assert pad_bytes == bytes([0xA5]) * len(pad_bytes), f"row {r}: padding overwritten"
     cycles = await b.reg_read("CYCLES_LO")
     beats = await b.reg_read("BEATS_LO")
-    assert beats == m * n * k // 64, f"BEATS {beats}, expected {m * n * k // 64}"
+    kstep = {"tf32": 8, "fp16": 16, "bf16": 16}.get(fmt, 32)       # K of one WMMA step
+    want_beats = (m // 16) * (n // 16) * (k // kstep) * 64              # 64 beats a step
+    assert beats == want_beats, f"BEATS {beats}, expected {want_beats}"
     b.dut._log.info(f"{m}x{n}x{k} {fmt} acc_f16={acc_f16} c_given={c_given}: {cycles} clocks, "
                     f"utilisation {beats / cycles:.3f}")
     return base_a, base_b, base_c, base_d
 
 
 def cases() -> list:
-    raw = handover().option("cases", "32x32x32:fp16:f32:c,16x48x32:bf16:f32:0,32x16x16:fp16:f16:c")
+    """The ``cases`` option: ``MxNxK:fmt:acc:c`` items (fmt ``fp16``, ``bf16``, ``tf32``,
+    ``e4m3``, ``e5m2``, ``e4m3+e5m2`` (A+B), ``s8``, ``u8``, ``s8sat``; acc ``f32``, ``f16`` or
+    ``s32``; c ``c`` for C given, else ``0``)."""
+    raw = handover().option("cases", "32x32x32:fp16:f32:c,16x48x32:bf16:f32:0,32x16x16:fp16:f16:c,"
+                                     "16x16x16:tf32:f32:c,32x16x64:e4m3:f32:c,16x32x32:e4m3+e5m2:f16:0,"
+                                     "16x16x64:s8sat:s32:c,16x16x32:u8:s32:0")
     out = []
     for spec in raw.split(","):
         shape, fmt, acc, c = spec.split(":")
         m, n, k = (int(x) for x in shape.split("x"))
-        out.append(dict(m=m, n=n, k=k, fmt=fmt, acc_f16=acc == "f16", c_given=c == "c"))
+        sat = fmt.endswith("sat")
+        fmt, _, b_fmt = fmt.removesuffix("sat").partition("+")
+        out.append(dict(m=m, n=n, k=k, fmt=fmt, b_fmt=b_fmt or None, acc_f16=acc == "f16",
+                        c_given=c == "c", sat=sat))
     return out
 
 
@@ -252,9 +305,27 @@ async def bad_configs(dut):
         err = await b.run(2000)
         assert err == code, f"{change}: error {err}, expected {code.name}"
         assert b.requests == before, f"{change}: {b.requests - before} memory requests"
-    await b.program(**good, bf16=True, acc_f16=True)
-    err = await b.run(2000)
-    assert err == ErrorCode.BAD_FORMAT
+    k32 = dict(k=32, lda=32, ldb=32)                      # the 8-bit kinds' K step
+    fmt_bad = [dict(bf16=True, acc_f16=True), dict(fmt="tf32", acc_f16=True),
+               dict(fmt="s8", acc_f16=True, **k32),
+               dict(fmt="fp16", sat=True), dict(fmt="e4m3", sat=True, **k32)]
+    for change in fmt_bad:
+        await b.program(**{**good, **change})
+        before = b.requests
+        err = await b.run(2000)
+        assert err == ErrorCode.BAD_FORMAT, f"{change}: error {err}, expected BAD_FORMAT"
+        assert b.requests == before, f"{change}: {b.requests - before} memory requests"
+    # no input format 7; b_alt with FP16 inputs
+    for word in (7, register("FORMAT").pack(in_fmt=InFormat.FP16, b_alt=1)):
+        await b.program(**good)
+        await b.reg_write("FORMAT", word)
+        assert await b.run(2000) == ErrorCode.BAD_FORMAT, f"FORMAT {word:#x}"
+    # The 8-bit kinds step K by 32 and need 16-byte rows of 8-bit elements.
+    for change, code in ((dict(fmt="e4m3"), ErrorCode.BAD_SIZE),
+                         (dict(fmt="s8", k=32, lda=40, ldb=32), ErrorCode.BAD_LD),
+                         (dict(fmt="e5m2", k=32, lda=32, ldb=16), ErrorCode.BAD_LD)):
+        await b.program(**{**good, **change})
+        assert await b.run(2000) == code, change
     # C is read only when given: its base and leading dimension do not matter otherwise.
     await b.program(**{**good, "c": 0x3004, "ldc": 3})
     assert await b.run(budget(16, 16, 16)) == 0
@@ -371,31 +442,48 @@ async def decode_errors(dut):
 
 @cocotb.test()
 async def job(dut):
-    """The GEMM in the hand-over's job file through the AXI memory; D to its result file."""
+    """The GEMM in the hand-over's job file through the AXI memory; D to its result file.
+
+    A job of 3-D arrays (T, M, K) x (T, K, N) is T GEMMs run one after another (a batch of
+    captured tiles); the result's ``cycles`` is their sum and ``error`` the first non-zero."""
     import time
     h = handover()
     with np.load(h.job) as z:
-        a_bits, b_bits, c_bits = z["a"], z["b"], z["c"]
-        bf16, acc_f16, c_given = bool(z["bf16"]), bool(z["acc_f16"]), bool(z["c_given"])
-    m, k = a_bits.shape
-    n = b_bits.shape[1]
+        a_all, b_all, c_all = z["a"], z["b"], z["c"]
+        fmt, b_fmt = str(z["in_fmt"]), str(z["b_fmt"]) or None
+        acc_f16, c_given, sat = bool(z["acc_f16"]), bool(z["c_given"]), bool(z["sat"])
+    batch = a_all.ndim == 3
+    if not batch:
+        a_all, b_all, c_all = a_all[None], b_all[None], c_all[None]
+    _, m, k = a_all.shape
+    n = b_all.shape[2]
     es = 2 if acc_f16 else 4
+    esz = a_all.dtype.itemsize
+    cols = b_columns(fmt)
 
     def after(addr, nbytes):                # the next 4 KiB page after an operand
         return (addr + nbytes + 0xFFF) & ~0xFFF
     base_a = 0x1000
-    base_b = after(base_a, m * k * 2)
-    base_c = after(base_b, k * n * 2)
+    base_b = after(base_a, m * k * esz)
+    base_c = after(base_b, k * n * esz)
     base_d = after(base_c, m * n * es)
     b = Bench(dut, pause=float(h.option("pause", 0.0)), mem_size=after(base_d, m * n * es))
     await b.start()
-    b.put(base_a, a_bits, k)
-    b.put(base_b, b_bits, n)
-    b.put(base_c, c_bits, n)
-    await b.program(m=m, n=n, k=k, a=base_a, b=base_b, c=base_c, d=base_d, lda=k, ldb=n, ldc=n,
-                    ldd=n, bf16=bf16, acc_f16=acc_f16, c_given=c_given)
     t0 = time.perf_counter()
-    err = await b.run(budget(m, n, k))
-    cycles = await b.reg_read("CYCLES_LO") | (await b.reg_read("CYCLES_HI")) << 32
-    got = b.get(base_d, m, n, n, np.uint16 if acc_f16 else np.uint32)
-    np.savez(h.result, d=got, error=err, cycles=cycles, sim_s=time.perf_counter() - t0)
+    outs, err, cycles = [], 0, 0
+    kstep = 8 if fmt == "tf32" else 16
+    for a_bits, b_bits, c_bits in zip(a_all, b_all, c_all):
+        b.put(base_a, a_bits, k)
+        b.put(base_b, np.ascontiguousarray(b_bits.T) if cols else b_bits, k if cols else n)
+        b.put(base_c, c_bits, n)
+        await b.program(m=m, n=n, k=k, a=base_a, b=base_b, c=base_c, d=base_d, lda=k,
+                        ldb=k if cols else n, ldc=n, ldd=n, fmt=fmt, b_fmt=b_fmt,
+                        acc_f16=acc_f16, c_given=c_given, sat=sat)
+        e = await b.run(budget(m, n, k, kstep))
+        cycles += await b.reg_read("CYCLES_LO") | (await b.reg_read("CYCLES_HI")) << 32
+        outs.append(b.get(base_d, m, n, n, np.uint16 if acc_f16 else np.uint32))
+        if e:
+            err = e
+            break
+    d = np.stack(outs) if batch else outs[0]
+    np.savez(h.result, d=d, error=err, cycles=cycles, sim_s=time.perf_counter() - t0)

@@ -29,10 +29,10 @@ def test_struct_words_follow_the_rtl_layout():
 
 def test_register_fields_pack_from_the_map():
     fmt = register("FORMAT")
-    w = fmt.pack(in_fmt=1, acc_f16=1, c_given=1)
-    assert fmt.unpack(w) == {"in_fmt": 1, "acc_f16": 1, "c_given": 1}
-    assert w == sum(1 << f.lsb for f in fmt.fields)
+    w = fmt.pack(in_fmt=1, acc_f16=1, b_alt=1, c_given=1, sat=1)
+    assert fmt.unpack(w) == {"in_fmt": 1, "acc_f16": 1, "b_alt": 1, "c_given": 1, "sat": 1}
+    assert w == sum(1 << f.lsb for f in fmt.fields) == 0x331
     with pytest.raises(ValueError, match="no field"):
         fmt.pack(bf16=1)
     with pytest.raises(ValueError, match="does not fit"):
-        fmt.pack(in_fmt=4)
+        fmt.pack(in_fmt=8)

@@ -342,7 +342,7 @@ def test_verify_one_kernel_and_mismatch_exit(tmp_path, capsys):
     (["h200_fp8_bits.npz", "--kernel", "e4m3_f32", "--arch", "ampere"], "no FP8 path"),
     (["h200_tf32_bits.npz", "--kernel", "tf32_f32", "--arch", "volta"], "no TF32 path"),
     (["h200_fp8_bits.npz", "--arch", "ampere"], "nothing to check"),
-    (["h200_int8_small.npz", "--backend", "verilator", "--through", "soc"], "does not run --through soc"),
+    (["h200_int8_small.npz", "--backend", "verilator", "--through", "gemm"], "tile file"),
     (["h200_fp8_bits.npz", "--kernel", "tf32_f32"], "missing key 'd_tf32_f32'"),
 ])
 def test_verify_refuses_what_cannot_run(argv, msg, capsys):

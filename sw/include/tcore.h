@@ -28,7 +28,7 @@ typedef struct {
 
 typedef struct {
     uint64_t cycles;              /* the block's clocks for the run (CYCLES) */
-    uint64_t beats;               /* core beats, 64 FMA each (BEATS) */
+    uint64_t beats;               /* core beats (BEATS): 64 per 16x16 WMMA step */
 } tcore_stats_t;
 
 /* 0 when the block at `base` answers with tcore's ID (then *caps, if given, is CAPS). */

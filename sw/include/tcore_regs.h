@@ -15,7 +15,7 @@
 #define TCORE_REG_STATUS             0x10u /* Status. */
 #define TCORE_REG_M                  0x14u /* Rows of A and D (a multiple of 16). */
 #define TCORE_REG_N                  0x18u /* Columns of B and D (a multiple of 16). */
-#define TCORE_REG_K                  0x1Cu /* Columns of A, rows of B (a multiple of 16). */
+#define TCORE_REG_K                  0x1Cu /* Columns of A, rows of B (a multiple of 16; of 8 for TF32, 32 for FP8 and INT8). */
 #define TCORE_REG_FORMAT             0x20u /* Formats. */
 #define TCORE_REG_A_LO               0x24u /* Byte address of A, bits 31..0 (16-byte aligned). */
 #define TCORE_REG_A_HI               0x28u /* Byte address of A, bits 63..32. */
@@ -25,20 +25,20 @@
 #define TCORE_REG_C_HI               0x38u /* Byte address of C, bits 63..32. */
 #define TCORE_REG_D_LO               0x3Cu /* Byte address of D, bits 31..0. */
 #define TCORE_REG_D_HI               0x40u /* Byte address of D, bits 63..32. */
-#define TCORE_REG_LDA                0x44u /* Leading dimension of A in elements (row-major: >= K, a multiple of 8). */
-#define TCORE_REG_LDB                0x48u /* Leading dimension of B in elements (>= N, a multiple of 8). */
+#define TCORE_REG_LDA                0x44u /* Leading dimension of A in elements (row-major: >= K; rows 16-byte aligned: a multiple of 8 16-bit, 4 TF32 or 16 8-bit elements). */
+#define TCORE_REG_LDB                0x48u /* Leading dimension of B in elements (>= N, or >= K for B^T; rows 16-byte aligned). */
 #define TCORE_REG_LDC                0x4Cu /* Leading dimension of C in elements (>= N, a multiple of 8). */
 #define TCORE_REG_LDD                0x50u /* Leading dimension of D in elements (>= N, a multiple of 8). */
 #define TCORE_REG_CYCLES_LO          0x54u /* Clocks of the last (or current) run, bits 31..0. */
 #define TCORE_REG_CYCLES_HI          0x58u /* Clocks, bits 63..32. */
-#define TCORE_REG_BEATS_LO           0x5Cu /* Core beats (64 FMA each) of the run, bits 31..0. */
+#define TCORE_REG_BEATS_LO           0x5Cu /* Core beats of the run, bits 31..0: 64 per WMMA step of 16x16 (a beat is 64 FMA in FP16/BF16, 32 in TF32, 128 in FP8/INT8). */
 #define TCORE_REG_BEATS_HI           0x60u /* Core beats, bits 63..32. */
 
 /* Fields: _LSB, _WIDTH, _MASK (in place); build constants also _RESET */
 #define TCORE_VERSION_MINOR_LSB 0u
 #define TCORE_VERSION_MINOR_WIDTH 16u
 #define TCORE_VERSION_MINOR_MASK 0x0000FFFFu
-#define TCORE_VERSION_MINOR_RESET 1u
+#define TCORE_VERSION_MINOR_RESET 2u
 #define TCORE_VERSION_MAJOR_LSB 16u
 #define TCORE_VERSION_MAJOR_WIDTH 16u
 #define TCORE_VERSION_MAJOR_MASK 0xFFFF0000u
@@ -59,6 +59,18 @@
 #define TCORE_CAPS_C_GIVEN_WIDTH 1u
 #define TCORE_CAPS_C_GIVEN_MASK 0x00000008u
 #define TCORE_CAPS_C_GIVEN_RESET 1u
+#define TCORE_CAPS_TF32_LSB 4u
+#define TCORE_CAPS_TF32_WIDTH 1u
+#define TCORE_CAPS_TF32_MASK 0x00000010u
+#define TCORE_CAPS_TF32_RESET 1u
+#define TCORE_CAPS_FP8_LSB 5u
+#define TCORE_CAPS_FP8_WIDTH 1u
+#define TCORE_CAPS_FP8_MASK 0x00000020u
+#define TCORE_CAPS_FP8_RESET 1u
+#define TCORE_CAPS_INT8_LSB 6u
+#define TCORE_CAPS_INT8_WIDTH 1u
+#define TCORE_CAPS_INT8_MASK 0x00000040u
+#define TCORE_CAPS_INT8_RESET 1u
 #define TCORE_CAPS_CORES_LSB 8u
 #define TCORE_CAPS_CORES_WIDTH 4u
 #define TCORE_CAPS_CORES_MASK 0x00000F00u
@@ -90,14 +102,20 @@
 #define TCORE_STATUS_ERROR_WIDTH 4u
 #define TCORE_STATUS_ERROR_MASK 0x000000F0u
 #define TCORE_FORMAT_IN_FMT_LSB 0u
-#define TCORE_FORMAT_IN_FMT_WIDTH 2u
-#define TCORE_FORMAT_IN_FMT_MASK 0x00000003u
+#define TCORE_FORMAT_IN_FMT_WIDTH 3u
+#define TCORE_FORMAT_IN_FMT_MASK 0x00000007u
 #define TCORE_FORMAT_ACC_F16_LSB 4u
 #define TCORE_FORMAT_ACC_F16_WIDTH 1u
 #define TCORE_FORMAT_ACC_F16_MASK 0x00000010u
+#define TCORE_FORMAT_B_ALT_LSB 5u
+#define TCORE_FORMAT_B_ALT_WIDTH 1u
+#define TCORE_FORMAT_B_ALT_MASK 0x00000020u
 #define TCORE_FORMAT_C_GIVEN_LSB 8u
 #define TCORE_FORMAT_C_GIVEN_WIDTH 1u
 #define TCORE_FORMAT_C_GIVEN_MASK 0x00000100u
+#define TCORE_FORMAT_SAT_LSB 9u
+#define TCORE_FORMAT_SAT_WIDTH 1u
+#define TCORE_FORMAT_SAT_MASK 0x00000200u
 
 /* STATUS.error codes */
 enum tcore_error {
@@ -118,6 +136,11 @@ enum tcore_error {
 enum tcore_in_format {
     TCORE_FMT_FP16 = 0,
     TCORE_FMT_BF16 = 1,
+    TCORE_FMT_TF32 = 2,
+    TCORE_FMT_E4M3 = 3,
+    TCORE_FMT_E5M2 = 4,
+    TCORE_FMT_S8 = 5,
+    TCORE_FMT_U8 = 6,
 };
 
 #endif /* TCORE_REGS_H */
