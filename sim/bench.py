@@ -27,7 +27,6 @@ GOLDEN_BENCH_KINDS = {
     "bf16_f32": ("BF16->FP32", "bfloat16", {}, 16),
     "fp16_f16": ("FP16->FP16", "float16", {"out": "fp16"}, 16),
     "e4m3_f32": ("FP8 E4M3->FP32 (wgmma)", "float8_e4m3fn", {}, 32),
-    "e4m3_f16": ("FP8 E4M3->FP16 (wgmma)", "float8_e4m3fn", {"out": "fp16"}, 32),
     "tf32_f32": ("TF32->FP32", "float32", {}, 8),
     "s8_s32": ("INT8->S32", "int8", {}, 32),
 }
