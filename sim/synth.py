@@ -52,6 +52,8 @@ DEVICES = {
 ROUTERS = ("router1", "router2")
 
 HARNESS_TOP = "synth_top"
+#: Seconds Yosys's sta (the logic-path estimate before placement) may take.
+STA_TIMEOUT_S = 180
 
 
 class SynthError(RuntimeError):
@@ -69,11 +71,17 @@ def _tool(name: str) -> str:
     return exe
 
 
-def _run(cmd: list[str], cwd: Path, log: str, what: str):
+def _run(cmd: list[str], cwd: Path, log: str, what: str, timeout: float | None = None) -> bool:
+    """Run a tool with its output in ``log``; False if it ran past ``timeout`` seconds (it is
+    stopped then), SynthError if it failed."""
     with open(cwd / log, "w") as f:
-        r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+        try:
+            r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
     if r.returncode != 0:
         raise SynthError(f"{what} failed (exit {r.returncode}); log {cwd / log}:\n  " + _tail(cwd / log))
+    return True
 
 
 def _tail(path: Path, n: int = 5) -> str:
@@ -409,8 +417,14 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         _stamp(work, f"{design}.json", ykey)
     skey = _digest(ykey, sta_script(design, top))
     if fresh or not _fresh(work, "sta.txt", skey):
-        _run([yosys, "-q", "-p", sta_script(design, top)], work, "sta.log", "yosys sta")
-        _stamp(work, "sta.txt", skey)
+        # Yosys sta is an estimate only, and slow on the GEMM tops (over half an hour here):
+        # it gets STA_TIMEOUT_S, and the figures have no logic path when it runs out.
+        (work / "sta.txt").unlink(missing_ok=True)
+        if _run([yosys, "-q", "-p", sta_script(design, top)], work, "sta.log", "yosys sta",
+                timeout=STA_TIMEOUT_S):
+            _stamp(work, "sta.txt", skey)
+        else:
+            say(f"yosys sta: stopped after {STA_TIMEOUT_S} s (no logic path in the figures)")
     t2 = time.perf_counter()
     say(f"yosys done in {t2 - t1:.0f} s")
 
@@ -476,7 +490,8 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         "routed": best["routed"], "router": router, "seed": best["seed"],
         "place_s": best["place_s"], "route_s": best["route_s"],
         "critical_path": critical_path(rep),
-        "logic_path": logic_path((work / "sta.txt").read_text(errors="replace")),
+        "logic_path": logic_path((work / "sta.txt").read_text(errors="replace"))
+        if (work / "sta.txt").exists() else None,
         "congestion": None if regions is None else {k: regions[k] for k in ("region_tiles", "cells", "fullest")},
         "seeds": per_seed,
         "yosys_s": round(t2 - t1, 1), "nextpnr_s": round(t3 - t2, 1),
