@@ -673,7 +673,8 @@ def _verify_tiles(data, keys, tiles, where):
 
 def _verify_torch(data, keys, tiles, where):
     if tiles is not None:
-        raise ValueError(f"{where}: a whole sparse GEMM file is checked whole (no tiles option)")
+        raise ValueError(f"{where}: --tiles is for sparse tile files; a whole sparse GEMM file is "
+                         "checked whole")
     meta = _meta(data)
     fmt = {"f16": "fp16", "bf16": "bf16", "e4m3": "e4m3"}.get(meta.get("dtype"))
     if fmt is None:
@@ -708,7 +709,7 @@ def _verify_torch(data, keys, tiles, where):
             out_fmt = "fp32" if d.dtype == np.uint32 else (fmt if fmt != "e4m3" else "bf16")
             got = model(out_fmt, False)
             out.append(KernelCheck(key[2:], int(d.size), int((got != d).sum()), "dense",
-                                   f"gemm {m}x{k}x{n}, dense reference"))
+                                   f"gemm {m}x{k}x{n}"))
             continue
         if not _is_torch_key(key):
             raise ValueError(f"{where}: unknown key {key!r} in a sparse GEMM file")

@@ -31,6 +31,7 @@ def cmd_verify(args) -> int:
     import numpy as np
     from golden import get_arch
     from golden.silicon import KERNELS, VectorFileError, kernels_in, load, problem
+    from golden.sparse import is_sparse_file, verify_file as verify_sparse
     from sim.backends import RTL_BACKENDS, RTL_KERNELS, WARP_KERNELS, BackendError, run_tiles
     from sim.gemm import run_gemm
     from sim.runner import SimError
@@ -70,6 +71,21 @@ def cmd_verify(args) -> int:
     for path in args.files:
         try:
             data = load(path)
+            if is_sparse_file(data):
+                # 2:4 sparse captures (mma.sp tiles, cuSPARSELt GEMMs): golden.sparse checks them,
+                # here, so that a bad one fails before anything runs; printed in file order below.
+                if args.backend != "golden":
+                    raise CliError(f"{path}: 2:4 sparse captures run on --backend golden only "
+                                   "(there is no sparse RTL yet)")
+                if arch.name != "hopper":
+                    raise CliError(f"{path}: 2:4 sparse MMA is modelled for --arch hopper only")
+                try:
+                    checks = verify_sparse(data, kernel=None if args.kernel == "all" else args.kernel,
+                                           tiles=args.tiles, where=str(path))
+                except (ValueError, TypeError) as e:
+                    raise CliError(str(e)) from None
+                jobs.append((path, data, checks))
+                continue
             if args.kernel == "all":
                 names = kernels_in(data)
                 if not names:
@@ -96,6 +112,18 @@ def cmd_verify(args) -> int:
     checked = mismatched = 0
     rtl = args.backend in RTL_BACKENDS
     for path, data, prob in jobs:
+        if isinstance(prob, list):                     # a sparse file's golden.sparse checks
+            for r in prob:
+                if r.kind == "dense":
+                    print(f"{Path(path).name:40s} {r.name:13s} {r.what:28s} dense, expected to "
+                          f"differ: {r.mismatches} of {r.checked} outputs differ from the 2:4 rule "
+                          "(not counted)", flush=True)
+                    continue
+                print(f"{Path(path).name:40s} {r.name:13s} {r.what:28s} "
+                      f"checked {r.checked:7d} mismatches {r.mismatches}", flush=True)
+                checked += r.checked
+                mismatched += r.mismatches
+            continue
         k = prob.kernel
         # A whole GEMM on an RTL backend runs on the GEMM top, unless a tile path is asked for
         # or only some tiles are (the GEMM top computes every tile).
