@@ -23,9 +23,8 @@ numba compiles the kernels on first use and caches them (``cache=True``) beside 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
 import threading
-
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 
 import numpy as np
@@ -35,8 +34,9 @@ from .formats import pow2_table, value_table
 try:                                    # the engine is optional: mma falls back to NumPy
     from numba import njit
     import llvmlite.binding as _llvm
-    # The vector loops run over a block's output columns, 16 for a tile: without this LLVM
-    # unrolls them by 4 vectors (32 doubles) and a 16-column tile runs its scalar remainder.
+    # The vector loops are short (16 to 128 lanes): without this LLVM unrolls them by four
+    # vectors (32 doubles) and a 16-lane loop runs only its scalar remainder.  (A process-wide
+    # LLVM setting: it affects only how other numba code is unrolled, never what it computes.)
     _llvm.set_option("", "-force-vector-interleave=1")
     AVAILABLE = True
 except ImportError:                     # pragma: no cover - numba is a dependency
@@ -44,7 +44,8 @@ except ImportError:                     # pragma: no cover - numba is a dependen
 
 __all__ = ["AVAILABLE", "run_fp", "run_tiles", "tiles_mode", "default_workers"]
 
-#: Output rows per unit and output columns per block (the working set stays in L2).
+#: Output rows per unit and output columns per block of :func:`run_fp` (the kernel's own
+#: ``rows`` and ``cols``; the working set stays in L2).
 ROWS, COLS = 32, 128
 
 
