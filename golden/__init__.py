@@ -9,6 +9,7 @@ from .arch import ARCHS, AMPERE, HOPPER, VOLTA, Arch, get_arch
 from .formats import BF16, FP16, FP32, get_format
 from .mma import mma, mma4
 from .floats import matmul
+from .sparse import SparseA, matmul_sp, mma_sp
 
 __all__ = ["matmul", "mma", "mma4", "Arch", "ARCHS", "HOPPER", "AMPERE", "VOLTA", "get_arch",
            "FP16", "BF16", "FP32", "get_format"]

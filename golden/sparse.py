@@ -37,8 +37,8 @@ once (RNE) to the output type; ``segment_k_on`` kernels cut K into slices, each 
 
 Pruning (:func:`prune_24`): keep the two largest magnitudes of each group of 4, as
 ``to_sparse_semi_structured`` users and cuSPARSELt's ``cusparseLtSpMMAPrune`` (strip mode) do;
-ties go to the lower K index; a NaN counts as larger than any number (Inf included), so a NaN
-is never pruned away silently.
+ties go to the lower K index (of two zeros, -0 before +0, so a 2:4 input is left unchanged); a
+NaN counts as larger than any number (Inf included), so a NaN is never pruned away silently.
 """
 
 from __future__ import annotations
@@ -269,14 +269,18 @@ def prune_24_bits(a, fmt="fp16") -> np.ndarray:
     pruned positions of each group.  Magnitude is compared on the pattern with its sign bit
     cleared, which orders every finite value and Inf by magnitude and puts NaN above Inf
     (E4M3's only NaN, S.1111.111, is above its largest normal too): a NaN is kept, never pruned
-    away silently.  **Ties go to the lower K index** (a stable sort by decreasing magnitude), so
-    +0 and -0 tie and the earlier one is kept; the choice is deterministic.
+    away silently.  **Ties go to the lower K index** (a stable sort by decreasing magnitude;
+    +x and -x tie), with one refinement: of two zeros, -0 ranks above +0, so that an A that is
+    already 2:4 (at most 2 patterns other than +0 per group, what :func:`compress` accepts)
+    comes back unchanged.  Which zero is kept changes no output of the rule (a zero product
+    never enters E, and 0 x Inf is NaN for either sign).  The choice is deterministic.
     """
     fmt = _check_fmt(fmt, "fmt")
     g = _groups(a, fmt)
     width = get_format(fmt).width
-    mag = g.astype(np.int64) & ((1 << (width - 1)) - 1)
-    keep = np.argsort(-mag, axis=-1, kind="stable")[..., :2]
+    raw = g.astype(np.int64)
+    rank = ((raw & ((1 << (width - 1)) - 1)) << 1) | (raw != 0)
+    keep = np.argsort(-rank, axis=-1, kind="stable")[..., :2]
     out = np.zeros_like(g)
     np.put_along_axis(out, keep, np.take_along_axis(g, keep, axis=-1), axis=-1)
     return out.reshape(np.asarray(a).shape)
@@ -292,7 +296,7 @@ def _float_fmt(x):
 def prune_24(x) -> np.ndarray:
     """:func:`prune_24_bits` on a float array (float16, bfloat16, float8_e4m3fn, float8_e5m2):
     the two largest magnitudes of each group of 4 along the last axis kept, ties to the lower
-    index, NaN kept before anything else; pruned entries +0.  Returns the same dtype."""
+    index (-0 before +0), NaN kept before anything else; pruned entries +0.  Returns the same dtype."""
     x = np.asarray(x)
     fmt = _float_fmt(x)
     if fmt is None:
@@ -437,7 +441,8 @@ def _bf16_rne(f32_bits):
     return out
 
 
-def cslt_mm(a_sparse, b, *, in_fmt="fp16", out_fmt=None, b_fmt=None, segment_k=None):
+def cslt_mm(a_sparse, b, *, in_fmt="fp16", out_fmt=None, b_fmt=None, segment_k=None,
+            block=None):
     """PyTorch's 2:4 sparse GEMM on Hopper (cuSPARSELt 0.8 sm90 kernels), on bit patterns.
 
     ``torch.mm(to_sparse_semi_structured(A), B)`` / ``torch._cslt_sparse_mm``: a chain of sparse
@@ -456,6 +461,9 @@ def cslt_mm(a_sparse, b, *, in_fmt="fp16", out_fmt=None, b_fmt=None, segment_k=N
         ``segment_k_on`` rule with slices of that many logical K, each a chain from +0, the
         slice results added in FP32 (float32 addition, RNE) in K order, then the final rounding.
         True: the fitted slice length :data:`SEGMENT_K` of the format.
+    block : int or None
+        Stored products per step; None is the measured one (16 FP16/BF16, 32 FP8).  For
+        experiments (the tests show other widths miss).
 
     Returns
     -------
@@ -483,7 +491,8 @@ def cslt_mm(a_sparse, b, *, in_fmt="fp16", out_fmt=None, b_fmt=None, segment_k=N
     acc = None
     with np.errstate(invalid="ignore", over="ignore"):
         for k0 in range(0, k, segment_k):
-            part = _chain(vals, idx, b, zero, in_name, b_name, FP32, step.block, step.grid, None,
+            part = _chain(vals, idx, b, zero, in_name, b_name, FP32, int(block or step.block),
+                          step.grid, None,
                           step.fp32_cut, j0=k0 // 2, j1=min(k0 + segment_k, k) // 2)
             part = part.view(np.float32)
             acc = part.copy() if acc is None else acc + part   # float32 addition: RNE
