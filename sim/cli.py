@@ -808,6 +808,15 @@ def cmd_plot(args) -> int:
         for j, k in enumerate(plots.FP8_KS):
             print(f"{k:6d}" + "".join(f"  {errors[d][name][j]:13.3e}" for d in errors for name in names))
         plots.plot_fp8_accumulation(errors, str(out), ks=plots.FP8_KS)
+    elif args.what == "sparse":
+        errors = plots.sparse_errors()
+        print("relative error vs float64 (same pruned FP16 inputs, FP32 out), 64 x 64 x K")
+        print(f"{'K':>6s}" + "".join(f"  {d[:7] + ' ' + name:>15s}" for d in errors
+                                     for name in ("sparse", "dense")))
+        for i, k in enumerate(plots.SPARSE_KS):
+            print(f"{k:6d}" + "".join(f"  {errors[d][name][i]:15.3e}" for d in errors
+                                      for name in ("sparse", "dense")))
+        plots.plot_sparse(errors, str(out), ks=plots.SPARSE_KS)
     else:
         errors = plots.accumulation_errors()
         print(f"{'K':>6s}" + "".join(f"  {d[:7] + ' ' + acc:>15s}" for d in errors for acc in ("fp16", "fp32")))
@@ -943,8 +952,8 @@ def build_parser() -> argparse.ArgumentParser:
     sy.set_defaults(func=cmd_synth)
 
     pl = sub.add_parser("plot", help="pictures: fragment ownership, accumulation error vs K, "
-                                     "Hopper's FP8 accumulation")
-    pl.add_argument("what", choices=["layout", "accumulation", "fp8-accumulation"])
+                                     "Hopper's FP8 accumulation, 2:4 sparse vs dense")
+    pl.add_argument("what", choices=["layout", "accumulation", "fp8-accumulation", "sparse"])
     pl.add_argument("-o", required=True, metavar="FILE.png")
     pl.set_defaults(func=cmd_plot)
 

@@ -1,5 +1,6 @@
 """The pictures: fragment ownership (``tcore plot layout``), accumulation error vs K
-(``tcore plot accumulation``) and Hopper's FP8 accumulation (``tcore plot fp8-accumulation``).
+(``tcore plot accumulation``), Hopper's FP8 accumulation (``tcore plot fp8-accumulation``) and
+the 2:4 sparse GEMM against the dense one (``tcore plot sparse``).
 matplotlib is an optional extra (``pip install -e .[plot]``).
 """
 
@@ -8,9 +9,11 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["ownership", "plot_layout", "accumulation_errors", "plot_accumulation", "ACC_KS",
-           "fp8_accumulation_errors", "plot_fp8_accumulation", "FP8_KS", "FP8_METHODS"]
+           "fp8_accumulation_errors", "plot_fp8_accumulation", "FP8_KS", "FP8_METHODS",
+           "sparse_errors", "plot_sparse", "SPARSE_KS"]
 
 ACC_KS = [16, 32, 64, 128, 256, 512, 1024, 2048, 4096]
+SPARSE_KS = [2 ** i for i in range(5, 13)]       # 32 .. 4096
 FP8_KS = [2 ** i for i in range(5, 15)]          # 32 .. 16384
 #: The three computations of the FP8 picture: golden.matmul arguments on (E4M3 or FP16) inputs.
 FP8_METHODS = {
@@ -174,5 +177,58 @@ def plot_fp8_accumulation(errors: dict, path: str, ks=FP8_KS):
     fig.suptitle("64 x 64 x K FP8 GEMMs on the H200 tensor core (golden model): the 13-bit FP8 "
                  "accumulator, DeepSeek-V3's promotion, FP16 inputs", fontsize=11)
     fig.tight_layout(rect=(0, 0, 1, 0.95))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+
+
+def sparse_errors(ks=SPARSE_KS, m: int = 64, n: int = 64, seed: int = 1):
+    """Relative error (Frobenius, vs the float64 product of the same pruned inputs) of FP16-input
+    GEMMs with FP32 output: the 2:4 sparse GEMM (:func:`golden.sparse.cslt_mm`: one fused step
+    per 32 logical K, 16 stored products) and the dense K/16 chain (:func:`golden.matmul`) on the
+    same pruned A, for each K, on uniform [0, 1) and standard normal draws (A pruned by
+    :func:`golden.sparse.prune_24`).  Both see the same pruned A, so the difference is only the
+    accumulation: the sparse step fuses two dense steps' worth of K under one alignment.
+
+    Returns ``{distribution: {"sparse": [...], "dense": [...]}}`` in the order of ``ks``.
+    """
+    from golden import matmul
+    from golden.sparse import compress, cslt_mm, prune_24
+
+    rng = np.random.default_rng(seed)
+    out = {}
+    for dist in ("uniform [0,1)", "normal"):
+        errs = {"sparse": [], "dense": []}
+        for k in ks:
+            draw = rng.random if dist.startswith("uniform") else rng.standard_normal
+            a = prune_24(draw((m, k)).astype(np.float16))
+            b = draw((k, n)).astype(np.float16)
+            exact = a.astype(np.float64) @ b.astype(np.float64)
+            sp = compress(a.view(np.uint16), "fp16")
+            d_sp = cslt_mm(sp, b.view(np.uint16), in_fmt="fp16", out_fmt="fp32").view(np.float32)
+            d_dn = matmul(a, b, engine="numpy")
+            for name, d in (("sparse", d_sp), ("dense", d_dn)):
+                errs[name].append(float(np.linalg.norm(d.astype(np.float64) - exact) /
+                                        np.linalg.norm(exact)))
+        out[dist] = errs
+    return out
+
+
+def plot_sparse(errors: dict, path: str, ks=SPARSE_KS):
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    styles = {"uniform [0,1)": "-", "normal": "--"}
+    labels = {"sparse": "2:4 sparse GEMM (mma.sp k32 steps)",
+              "dense": "dense chain (k16 steps) on the same pruned A"}
+    for dist, errs in errors.items():
+        for name, colour in (("sparse", "tab:green"), ("dense", "tab:blue")):
+            ax.loglog(ks, errs[name], styles[dist], marker="o", color=colour,
+                      label=f"{labels[name]}, {dist} inputs")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("K (logical inner dimension)")
+    ax.set_ylabel("relative error vs float64 (Frobenius)")
+    ax.set_title("FP16-input GEMM, FP32 output, H200 (golden model): 2:4 sparse vs dense", fontsize=11)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -431,3 +431,16 @@ def test_cli_refuses_rtl_backend_for_sparse(capsys):
     assert "golden only" in err and "sparse" in err and len(err.strip().splitlines()) == 1
     code, _, err = _run(capsys, "verify", str(TORCH_FILES[0]), "--backend", "verilator")
     assert code == 2 and "golden only" in err
+
+
+def test_sparse_error_plot_data_and_png(tmp_path, capsys):
+    """Same pruned inputs: the sparse GEMM (half as many RZ steps) is no worse than the dense chain."""
+    pytest.importorskip("matplotlib")
+    from sim.plots import sparse_errors
+    e = sparse_errors(ks=[64, 512], m=16, n=16)
+    for dist in e:
+        assert all(0 < s <= d for s, d in zip(e[dist]["sparse"], e[dist]["dense"]))
+    out = tmp_path / "sparse.png"
+    code, text, _ = _run(capsys, "plot", "sparse", "-o", str(out))
+    assert code == 0 and text.strip().endswith(f"wrote {out}")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and out.stat().st_size > 20000
