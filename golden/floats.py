@@ -90,7 +90,9 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
 
     Returns
     -------
-    float32, float16 or int32 array of shape broadcast(...) + (M, N).
+    float32, float16 or int32 array of shape broadcast(...) + (M, N); given ``dask.array``
+    operands, a lazy ``dask.array`` of it, chunked over M and N, the whole K in each block
+    (:mod:`golden.distributed`).
 
     Example
     -------
@@ -105,6 +107,10 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
     >>> float((a.astype(np.float64) @ a.T.astype(np.float64))[0, 0])
     1.0000001788139343
     """
+    if any(hasattr(x, "__dask_graph__") for x in (a, b, c)):      # dask: golden.distributed
+        from .distributed import matmul as dask_matmul
+        return dask_matmul(a, b, c, out=out, arch=arch, instr=instr, saturate=saturate,
+                           promote=promote, engine=engine, workers=workers)
     a, b = np.asarray(a), np.asarray(b)
     fa, fb = _formats(a, b)
     kind_int = fa in ("s8", "u8")

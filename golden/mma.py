@@ -170,8 +170,15 @@ def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode
 
     Returns
     -------
-    D bits, shape broadcast(...) + (M, N), dtype of c.
+    D bits, shape broadcast(...) + (M, N), dtype of c.  Given ``dask.array`` operands, a lazy
+    ``dask.array`` of D instead, chunked over M and N, the whole K in each block
+    (:mod:`golden.distributed`).
     """
+    if any(hasattr(x, "__dask_graph__") for x in (a, b, c)):      # dask: golden.distributed
+        from .distributed import mma as dask_mma
+        return dask_mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, arch=arch, mode=mode,
+                        instr=instr, saturate=saturate, promote=promote, engine=engine,
+                        workers=workers)
     a, b, c, in_fmt, out_fmt, b_fmt = check_operands(a, b, c, in_fmt, out_fmt, b_fmt)
     arch = get_arch(arch)
     in_name = in_fmt if isinstance(in_fmt, str) else in_fmt.name
