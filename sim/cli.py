@@ -28,14 +28,9 @@ class CliError(Exception):
 # -- verify ---------------------------------------------------------------------------------------
 
 def cmd_verify(args) -> int:
-    import numpy as np
     from golden import get_arch
-    from golden.silicon import KERNELS, VectorFileError, kernels_in, load, problem
-    from golden.sparse import is_sparse_file, verify_file as verify_sparse
-    from sim.backends import RTL_BACKENDS, RTL_KERNELS, WARP_KERNELS, BackendError, run_tiles
-    from sim.gemm import run_gemm
-    from sim.runner import SimError
-    from sim.soc import run_soc
+    from golden.silicon import KERNELS
+    from sim.backends import RTL_BACKENDS, RTL_KERNELS, WARP_KERNELS
 
     arch = get_arch(args.arch)
     rtl = args.backend in RTL_BACKENDS
@@ -66,6 +61,34 @@ def cmd_verify(args) -> int:
     if args.through == "soc" and args.backend == "amaranth":
         raise CliError("--through soc runs on --backend verilator or icarus (the soc design is too "
                        "large for Amaranth's simulator)")
+    if args.scheduler and args.backend != "golden":
+        raise CliError("--scheduler is for --backend golden (RTL simulations run here)")
+    client = None
+    if args.scheduler:                  # files x kernels go to a dask cluster (golden.distributed)
+        from golden.distributed import connect
+        try:
+            client = connect(args.scheduler)
+        except (ImportError, OSError) as e:
+            raise CliError(str(e)) from None
+    try:
+        return _verify_jobs(args, client, arch, rtl, cores, refuse)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
+    """``tcore verify``'s work (cmd_verify): read every file, run, print; on ``client``'s
+    cluster where given (golden backend)."""
+    import numpy as np
+    from golden.silicon import KERNELS, Problem, VectorFileError, kernels_in, load, problem
+    from golden.sparse import is_sparse_file, verify_file as verify_sparse
+    from sim.backends import RTL_BACKENDS, BackendError, run_tiles
+    from sim.gemm import run_gemm
+    from sim.runner import SimError
+    from sim.soc import run_soc
+    if client is not None:
+        from golden.distributed import verify_tiles
     # Read and validate every file before running anything: a bad file fails fast.
     jobs = []
     for path in args.files:
@@ -79,9 +102,11 @@ def cmd_verify(args) -> int:
                                    "(there is no sparse RTL yet)")
                 if arch.name != "hopper":
                     raise CliError(f"{path}: 2:4 sparse MMA is modelled for --arch hopper only")
+                kw = dict(kernel=None if args.kernel == "all" else args.kernel, tiles=args.tiles,
+                          where=str(path))
                 try:
-                    checks = verify_sparse(data, kernel=None if args.kernel == "all" else args.kernel,
-                                           tiles=args.tiles, where=str(path))
+                    checks = (client.submit(verify_sparse, data, **kw, pure=False) if client
+                              else verify_sparse(data, **kw))
                 except (ValueError, TypeError) as e:
                     raise CliError(str(e)) from None
                 jobs.append((path, data, checks))
@@ -109,9 +134,23 @@ def cmd_verify(args) -> int:
             raise CliError(str(e)) from None
     if not jobs:
         raise CliError(f"nothing to check: no kernel of these files runs with --arch {arch.name}")
+    if client is not None:
+        # Every job to the cluster now (sparse ones are there already): one task per file and
+        # kernel, the results printed in file order as below.
+        for i, (path, data, prob) in enumerate(jobs):
+            if isinstance(prob, Problem):
+                jobs[i] = (path, data, prob, client.submit(
+                    verify_tiles, prob.a, prob.b, prob.c, prob.expected, arch=arch,
+                    **prob.kernel.mma_args(), pure=False))
+        for i, (path, data, prob, *job) in enumerate(jobs):
+            if not job:                                # a sparse file: its checks, or its error
+                try:
+                    jobs[i] = (path, data, prob.result())
+                except (ValueError, TypeError) as e:
+                    raise CliError(str(e)) from None
     checked = mismatched = 0
     rtl = args.backend in RTL_BACKENDS
-    for path, data, prob in jobs:
+    for path, data, prob, *job in jobs:
         if isinstance(prob, list):                     # a sparse file's golden.sparse checks
             for r in prob:
                 if r.kind == "dense":
@@ -133,6 +172,15 @@ def cmd_verify(args) -> int:
             print(f"{Path(path).name}: C is not zero (the GEMM top computes matmulT's A*B): "
                   "running its tiles through the core")
             whole = False
+        if job:                                        # run on the cluster (--scheduler)
+            size, bad = job[0].result()
+            what = (f"gemm {prob.gemm[0]}x{prob.gemm[1]}x{prob.gemm[2]}, {len(prob.c)} tiles"
+                    if prob.gemm else f"{len(prob.c)} tiles")
+            print(f"{Path(path).name:40s} {k.name:13s} {what:28s} "
+                  f"checked {size:7d} mismatches {bad}", flush=True)
+            checked += size
+            mismatched += bad
+            continue
         try:
             if whole and args.through == "soc":
                 if arch.name != "hopper":
@@ -307,16 +355,17 @@ def cmd_gemm(args) -> int:
     import time
     import numpy as np
     from golden import mma
-    from golden.formats import to_float
     from golden.gemm import check_gemm
-    from sim.gemm import run_gemm
-    from sim.runner import SimError
 
     t0 = time.perf_counter()
     _check_output(args.o)
     if args.seed < 0:
         raise CliError(f"--seed must be a non-negative integer, not {args.seed}")
     _refuse_golden_options(args, (("--waves", args.waves), ("--cores", args.cores != 1)))
+    if args.scheduler and args.backend != "golden":
+        raise CliError("--scheduler is for --backend golden (RTL simulations run here)")
+    if args.scheduler and args.format not in (None, "fp16", "bf16"):
+        raise CliError(f"--scheduler runs --format fp16 or bf16 GEMMs, not {args.format}")
     if args.format in LOWPREC_FORMATS:
         return _gemm_lowprec(args, t0)
     if args.acc in ("s32", "s32sat"):
@@ -341,6 +390,30 @@ def cmd_gemm(args) -> int:
         except ValueError as e:
             raise CliError(str(e)) from None
     zero = np.zeros((args.m, args.n), np.uint32 if out_fmt == "fp32" else np.uint16)
+    client = None
+    if args.scheduler:                  # the golden model's output blocks on a dask cluster
+        from functools import partial
+        from golden.distributed import cluster_mma, connect
+        try:
+            client = connect(args.scheduler)
+        except (ImportError, OSError) as e:
+            raise CliError(str(e)) from None
+        mma = partial(cluster_mma, client)
+    try:
+        return _gemm_run(args, t0, mma, a, b, c, zero, in_fmt, out_fmt)
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _gemm_run(args, t0, mma, a, b, c, zero, in_fmt, out_fmt) -> int:
+    """cmd_gemm's FP16/BF16 run and report; ``mma`` is the golden model (local, or on a dask
+    cluster with --scheduler)."""
+    import time
+    import numpy as np
+    from golden.formats import to_float
+    from sim.gemm import run_gemm
+    from sim.runner import SimError
     if args.backend == "golden":
         t = time.perf_counter()
         d = mma(a, b, zero if c is None else c, in_fmt=in_fmt, out_fmt=out_fmt, arch=args.arch)
@@ -871,6 +944,9 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--waves", action="store_true", default=None,
                    help="dump waveforms (RTL backends; also WAVES=1) to build/waves/, named after "
                         "the file, kernel and path: FST where available, else VCD")
+    v.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="golden backend: run the files x kernels on this dask.distributed "
+                        "scheduler (e.g. tcp://127.0.0.1:8786; needs tcore[dask])")
     v.set_defaults(func=cmd_verify)
 
     gm = sub.add_parser("gemm", help="a GEMM (random, or your matrices) through the matmulT GEMM "
@@ -900,6 +976,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="dump waveforms (RTL backends; also WAVES=1) to build/waves/, named after "
                          "the run: FST where available (Icarus; Verilator with liblz4-dev), else VCD")
     gm.add_argument("--json", action="store_true", help="last line: one JSON object")
+    gm.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                    help="golden backend, FP16/BF16: compute D's blocks on this dask.distributed "
+                         "scheduler (e.g. tcp://127.0.0.1:8786; needs tcore[dask])")
     gm.set_defaults(func=cmd_gemm)
 
     g = sub.add_parser("verilog", help="write the Verilog of every top-level design")
