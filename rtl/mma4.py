@@ -240,7 +240,7 @@ class MMA4(wiring.Component):
       multipliers (which also do the fine part of each product's shift), a 4:1 mux (with the
       FP8 grid's mask), an adder tree with negation through carry-ins, the accumulator, the
       normalise/round unit (which passes an INT8 result through, wrapped or clamped), and an
-      output FIFO (block RAM) that ``o`` reads.
+      output FIFO (block RAM) and the register ``o`` is driven from.
 
     Rates, with ``o.ready`` high: 64 FP16/BF16 products per clock, 32 TF32 (a beat is two k
     slices: the Hopper ratio), 64 FP8/INT8 (a beat of 128 products takes two clocks: Hopper
@@ -251,7 +251,7 @@ class MMA4(wiring.Component):
     falls only when 16 groups wait (and on the first clock of an 8-bit beat).  Datapath
     registers have no reset; valid bits, pointers and counters do.
 
-    Latency (:meth:`latency_of`): with no stalls D leaves :attr:`LATENCY` = 24 clocks after the
+    Latency (:meth:`latency_of`): with no stalls D leaves :attr:`LATENCY` = 25 clocks after the
     cycle its group's last beat was accepted, plus one per further pass of the group: +0
     single-beat and +3 fused for the 16-bit kinds and TF32, +1 single-beat and +7 fused for
     the 8-bit kinds (a group's passes cross the multipliers after its last beat has arrived).
@@ -285,8 +285,8 @@ class MMA4(wiring.Component):
     EXP_STAGES = 7
     # accept -> o.valid: the exponent lane, one clock to start, the FIFO read and its output
     # register, the shift amounts, the DSP, two adder levels, the accumulator, the rounder,
-    # the output FIFO.
-    LATENCY = EXP_STAGES + 1 + 2 + 1 + Multiplier.LATENCY + 2 + 1 + RoundPack.STAGES + 2
+    # the output FIFO (write, read) and o's register.
+    LATENCY = EXP_STAGES + 1 + 2 + 1 + Multiplier.LATENCY + 2 + 1 + RoundPack.STAGES + 3
 
     # What the FIFOs hold; a control-only model (formal/) overrides them with tags.
     _beat_layout, _group_layout, _word_layout = BeatEntry, GroupEntry, DTile
@@ -671,15 +671,20 @@ class MMA4(wiring.Component):
         m.d.comb += [out_wr.addr.eq(owp), out_wr.data.eq(word), out_wr.en.eq(push)]
         m.d.sync += owp.eq(Mux(push, owp + 1, owp))
 
-    # ---- output FIFO: o reads the block RAM's output register directly --------------------
+    # ---- output FIFO, then a register that o is driven from --------------------------------
     def _output(self, m, out_rd, pop):
+        # A block RAM's read data comes late in the clock (ECP5 DP16KD without its output
+        # register: 5.8 ns clock-to-out, the core's routed critical path at 100 MHz), so o is
+        # a register of its own, filled from the RAM's output ``held`` while o is taken.
         count = Signal(range(-1, self.OUTPUTS), init=-1)  # written and not yet read out, - 1
         orp = Signal(range(self.OUTPUTS))
-        fetch = ~count[-1] & (~self.o.valid | self.o.ready)
-        m.d.comb += [out_rd.addr.eq(orp), out_rd.en.eq(fetch), self.o.payload.eq(out_rd.data),
-                     pop.eq(self.o.valid & self.o.ready)]
-        m.d.sync += [count.eq(_step(count, self._out_push, fetch)), orp.eq(Mux(fetch, orp + 1, orp))]
-        with m.If(fetch):
-            m.d.sync += self.o.valid.eq(1)
+        held = Signal()                                    # the RAM's output is a word for o
+        take = held & (~self.o.valid | self.o.ready)
+        fetch = ~count[-1] & (~held | take)
+        m.d.comb += [out_rd.addr.eq(orp), out_rd.en.eq(fetch), pop.eq(self.o.valid & self.o.ready)]
+        m.d.sync += [count.eq(_step(count, self._out_push, fetch)), orp.eq(Mux(fetch, orp + 1, orp)),
+                     held.eq(fetch | (held & ~take))]
+        with m.If(take):
+            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(out_rd.data)]
         with m.Elif(self.o.ready):
             m.d.sync += self.o.valid.eq(0)
