@@ -8,6 +8,7 @@ import json
 import os
 import signal
 import time
+import warnings
 
 import ml_dtypes
 import numpy as np
@@ -27,11 +28,15 @@ pytestmark = pytest.mark.timeout(180)
 
 @pytest.fixture(scope="module")
 def cluster():
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, host="127.0.0.1",
-                                  scheduler_port=0) as cl:
-        with distributed.Client(cl, set_as_default=False) as client:
-            yield cl, client
+    with warnings.catch_warnings():         # "Port 8787 is already in use": another test process's
+        warnings.simplefilter("ignore")     # scheduler's HTTP server has it (on 127.0.0.1 too)
+        cl = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                      dashboard_address=None, host="127.0.0.1", scheduler_port=0)
+    with cl, distributed.Client(cl, set_as_default=False) as client:
+        assert cl.scheduler_address.startswith("tcp://127.0.0.1:")
+        assert cl.scheduler.http_server.address == "127.0.0.1"
+        assert all(w.startswith("tcp://127.0.0.1:") for w in client.nthreads())
+        yield cl, client
 
 
 def _rng():
