@@ -58,7 +58,7 @@ verilog: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/tcore bench all
 
-# FPGA flow (ECP5, out of context) for the MMA4 core; needs the synth extra (installed here).
+# FPGA flow (ECP5, in the pin harness: docs/fpga.md) for the MMA4 core; needs the synth extra (installed here).
 synth: $(STAMP)
 	$(BIN)/python -m pip install -q -e '.[synth]'
 	$(BIN)/tcore synth --design mma4
