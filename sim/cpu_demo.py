@@ -24,7 +24,6 @@ model and the software D against a float32 model of the C loop, both bit for bit
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import subprocess
@@ -33,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .runner import digest as _digest
 from .soc_demo import DemoError, _hex, _read_hex, soc_and_memory
 
 __all__ = ["run_cpu_demo", "system_verilog", "build_firmware", "software_reference",
@@ -166,14 +166,6 @@ def _run(cmd: list, cwd: Path, what: str):
     if r.returncode:
         raise DemoError(f"{what} failed:\n{(r.stderr or r.stdout).strip()[-2000:]}")
     return r
-
-
-def _digest(*parts) -> str:
-    h = hashlib.sha256()
-    for p in parts:
-        h.update(p if isinstance(p, bytes) else str(p).encode())
-        h.update(b"\0")
-    return h.hexdigest()
 
 
 FIRMWARE_SOURCES = ("demo/start.S", "demo/main.c", "tcore.c", "include/tcore.h",

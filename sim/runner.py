@@ -81,6 +81,16 @@ def _rtl_hash(design: str, params: dict) -> str:
 MULT18X18D_MODEL = ROOT / "rtl" / "lint" / "MULT18X18D.v"
 
 
+def digest(*parts) -> str:
+    """A SHA-256 of the parts (bytes, or anything by its ``str``), each ended by a NUL: the
+    key the flows keep beside an output to know whether its inputs changed."""
+    h = hashlib.sha256()
+    for part in parts:
+        h.update(part if isinstance(part, bytes) else str(part).encode())
+        h.update(b"\0")
+    return h.hexdigest()
+
+
 def _param_tag(params: dict) -> str:
     return "".join(f"-{k}{v}" for k, v in sorted(params.items()))
 

@@ -24,7 +24,6 @@ to ``jobs`` at a time), reports each and keeps the best.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
 import shutil
@@ -37,6 +36,7 @@ from pathlib import Path
 from rtl.designs import SYNTH_PARAMS      # the parameters each design is placed with
 
 from .runner import _param_tag, build_root
+from .runner import digest as _digest
 
 __all__ = ["DEVICES", "ROUTERS", "SYNTH_PARAMS", "SynthError", "synth", "harness_verilog",
            "top_ports", "region_map"]
@@ -86,14 +86,6 @@ def _run(cmd: list[str], cwd: Path, log: str, what: str, timeout: float | None =
 
 def _tail(path: Path, n: int = 5) -> str:
     return "\n  ".join(path.read_text(errors="replace").strip().splitlines()[-n:])
-
-
-def _digest(*parts) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        h.update(part if isinstance(part, bytes) else str(part).encode())
-        h.update(b"\0")
-    return h.hexdigest()
 
 
 def _fresh(work: Path, out: str, key: str) -> bool:
