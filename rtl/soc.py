@@ -83,11 +83,19 @@ class TileDma(wiring.Component):
 
     ``start`` (one clock) with ``write`` = 0 reads memory into the scratch memory, with 1 writes
     the scratch words to memory.  ``done`` pulses when the tile is moved or stopped: ``error``
-    is then the first non-OKAY response (0 when none).  One burst is in flight at a time.
+    is then the first non-OKAY response (0 when none).
+
+    Reads keep up to :attr:`MAX_READS` bursts in flight: the read addresses of a tile's rows go
+    out back to back (one a clock while ``arready``) while the data of earlier ones arrives, in
+    order (one ID).  After a non-OKAY response no further address is sent and the data of the
+    bursts already asked for is taken and dropped before ``done``.  Writes keep one burst in
+    flight (address, data, response).
 
     The scratch port: ``sw_*`` writes a word, ``sr_addr`` reads one (data on ``sr_data`` the
     next clock).
     """
+
+    MAX_READS = 8
 
     def __init__(self, *, addr_width: int = 32, data_width: int = 128):
         self._aw, self._dw = addr_width, data_width
@@ -123,14 +131,18 @@ class TileDma(wiring.Component):
         m.d.comb += [
             axi.awburst.eq(1), axi.arburst.eq(1), axi.awsize.eq(size), axi.arsize.eq(size),
             axi.awcache.eq(0b0011), axi.arcache.eq(0b0011),     # normal, bufferable
-            axi.wstrb.eq(C(-1, dw // 8)), axi.awlen.eq(burst - 1), axi.arlen.eq(burst - 1),
+            axi.wstrb.eq(C(-1, dw // 8)), axi.awlen.eq(burst - 1),
             axi.awaddr.eq(ptr), axi.araddr.eq(ptr), self.error.eq(err),
         ]
         # The beats the next burst may carry: the rest of the row, up to the 4 KiB boundary.
         to_boundary = Signal(14)
         m.d.comb += to_boundary.eq((4096 - ptr[:12]) >> (beat_bytes.bit_length() - 1))
         next_burst = Signal(5)
-        m.d.comb += next_burst.eq(Mux(to_boundary < beats_left, to_boundary, beats_left))
+        m.d.comb += [next_burst.eq(Mux(to_boundary < beats_left, to_boundary, beats_left)),
+                     axi.arlen.eq(next_burst - 1)]
+        # Reads: the address side (arv: an address is offered) and the bursts in flight.
+        arv, issuing = Signal(), Signal()
+        inflight = Signal(range(self.MAX_READS + 1))
 
         def first_burst_of_row(addr, words=row_words):
             m.d.sync += [ptr.eq(addr), row_addr.eq(addr), beats_left.eq(words * per_word)]
@@ -142,38 +154,25 @@ class TileDma(wiring.Component):
                                  row_words.eq(self.row_words), stride.eq(self.stride),
                                  word.eq(self.word), err.eq(0), sub.eq(0)]
                     first_burst_of_row(self.addr, self.row_words)
-                    m.next = "ADDR"
+                    with m.If(self.write):
+                        m.next = "ADDR"
+                    with m.Else():
+                        m.d.sync += [issuing.eq(1), arv.eq(1), inflight.eq(0)]
+                        m.next = "READ"
+            with m.State("READ"):
+                m.d.comb += [self.busy.eq(1), axi.rready.eq(1)]
+                self._read_side(m, axi, err, arv, issuing, inflight, next_burst, row, rows,
+                                row_addr, stride, beats_left, first_burst_of_row, ptr, beat_bytes,
+                                word, acc, sub, per_word)
             with m.State("ADDR"):
                 m.d.comb += self.busy.eq(1)
                 m.d.sync += [burst.eq(next_burst), sent.eq(0)]
                 m.next = "REQ"
             with m.State("REQ"):
-                m.d.comb += [self.busy.eq(1), axi.arvalid.eq(~write), axi.awvalid.eq(write)]
-                with m.If(Mux(write, axi.awready, axi.arready)):
+                m.d.comb += [self.busy.eq(1), axi.awvalid.eq(1)]
+                with m.If(axi.awready):
                     m.d.sync += beats_left.eq(beats_left - burst)
-                    with m.If(write):
-                        m.next = "WREAD"
-                    with m.Else():
-                        m.next = "RDATA"
-            with m.State("RDATA"):
-                m.d.comb += [self.busy.eq(1), axi.rready.eq(1)]
-                with m.If(axi.rvalid):
-                    with m.If((axi.rresp != RESP_OKAY) & (err == 0)):
-                        m.d.sync += err.eq(axi.rresp)
-                    if per_word == 1:
-                        full = C(1, 1)
-                        m.d.comb += self.sw_data.eq(axi.rdata)
-                    else:
-                        full = sub == per_word - 1
-                        m.d.comb += self.sw_data.eq(Cat(acc[dw:], axi.rdata))
-                        m.d.sync += [acc.eq(Cat(acc[dw:], axi.rdata)), sub.eq(sub + 1)]
-                    with m.If(full):
-                        m.d.comb += [self.sw_addr.eq(word), self.sw_en.eq(err == 0)]
-                        m.d.sync += word.eq(word + 1)
-                    m.d.sync += [sent.eq(sent + 1), ptr.eq(ptr + beat_bytes)]
-                    with m.If(axi.rlast | (sent == burst - 1)):
-                        self._after_burst(m, err | Mux(axi.rresp != RESP_OKAY, axi.rresp, 0),
-                                          row, rows, row_addr, stride, beats_left, first_burst_of_row)
+                    m.next = "WREAD"
             with m.State("WREAD"):                # fetch the next scratch word to send
                 m.d.comb += [self.busy.eq(1), self.sr_addr.eq(word)]
                 m.d.sync += word.eq(word + 1)
@@ -206,6 +205,51 @@ class TileDma(wiring.Component):
                 m.d.comb += self.done.eq(1)
                 m.next = "IDLE"
         return m
+
+    def _read_side(self, m, axi, err, arv, issuing, inflight, next_burst, row, rows, row_addr,
+                   stride, beats_left, first_burst_of_row, ptr, beat_bytes, word, acc, sub,
+                   per_word):
+        """The READ state: addresses out while ``issuing`` (ARVALID from the register ``arv``,
+        so it never falls before ARREADY), data in, done when no burst is left in flight."""
+        dw = self._dw
+        m.d.comb += axi.arvalid.eq(arv)
+        ar_fire = arv & axi.arready
+        r_end = axi.rvalid & axi.rlast
+        r_err = axi.rvalid & (axi.rresp != RESP_OKAY)
+        last_burst = (beats_left == next_burst) & (row == rows - 1)
+        m.d.sync += inflight.eq(inflight + ar_fire - r_end)
+        with m.If(ar_fire):
+            with m.If(beats_left != next_burst):          # the row's next burst
+                m.d.sync += [ptr.eq(ptr + next_burst * beat_bytes), beats_left.eq(beats_left - next_burst)]
+            with m.Elif(row != rows - 1):                  # the next row
+                m.d.sync += row.eq(row + 1)
+                first_burst_of_row(row_addr + stride)
+            with m.Else():
+                m.d.sync += issuing.eq(0)
+        # Offer the next address at once, unless this was the last, an error came back or
+        # MAX_READS would be in flight.
+        more = Mux(ar_fire, ~last_burst, issuing)
+        flight_next = inflight + ar_fire - r_end
+        failed = (err != 0) | r_err
+        arv_next = Mux(~arv | ar_fire, more & (flight_next < self.MAX_READS) & ~failed, 1)
+        m.d.sync += arv.eq(arv_next)
+        # Done when nothing is offered or in flight and no address is left to send (all sent,
+        # or an error stopped them: the bursts already asked for are drained first).
+        with m.If(~arv_next & (flight_next == 0) & (~more | failed)):
+            m.next = "DONE"
+        with m.If(axi.rvalid):
+            with m.If((axi.rresp != RESP_OKAY) & (err == 0)):
+                m.d.sync += err.eq(axi.rresp)
+            if per_word == 1:
+                full = C(1, 1)
+                m.d.comb += self.sw_data.eq(axi.rdata)
+            else:
+                full = sub == per_word - 1
+                m.d.comb += self.sw_data.eq(Cat(acc[dw:], axi.rdata))
+                m.d.sync += [acc.eq(Cat(acc[dw:], axi.rdata)), sub.eq(sub + 1)]
+            with m.If(full):
+                m.d.comb += [self.sw_addr.eq(word), self.sw_en.eq(err == 0)]
+                m.d.sync += word.eq(word + 1)
 
     @staticmethod
     def _after_burst(m, error, row, rows, row_addr, stride, beats_left, first_burst_of_row):

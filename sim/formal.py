@@ -118,6 +118,11 @@ def _axil():
     return AxiLiteHarness()
 
 
+def _axi_master():
+    from tb.axi_master_formal import AxiMasterHarness
+    return AxiMasterHarness()
+
+
 def _mma4():
     from tb.mma4_formal import harness
     return harness()
@@ -131,6 +136,7 @@ def _mma4_depth():
 #: The proofs ``make formal`` runs: name -> (harness factory, depth, mode).
 PROOFS = {
     "axil": (_axil, 24, "bmc"),
+    "axi-master": (_axi_master, 20, "bmc"),
     "mma4": (_mma4, _mma4_depth(), "bmc"),
 }
 
