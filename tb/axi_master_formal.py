@@ -27,6 +27,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
 from rtl.soc import TileDma
+from tb.formal_rules import held_until_ready, past as _past
 
 __all__ = ["AxiMasterHarness"]
 
@@ -61,9 +62,7 @@ class AxiMasterHarness(wiring.Component):
         m.d.comb += Assume(ResetSignal() == first)
 
         def past(v, name):
-            r = Signal.like(v, name=f"past_{name}", reset_less=True)
-            m.d.sync += r.eq(v)
-            return r
+            return _past(m, v, name)
 
         live = ~first & ~past(ResetSignal(), "rst")
         # A request only while idle (the SoC's arbiter starts the master only then).
@@ -83,13 +82,8 @@ class AxiMasterHarness(wiring.Component):
         # Slave rules (assumed): B and R held with their payload until READY.
         for valid, ready, payload in (("bvalid", "bready", ("bresp", "bid")),
                                       ("rvalid", "rready", ("rdata", "rresp", "rlast", "rid"))):
-            v, r = getattr(axi, valid), getattr(axi, ready)
-            held = past(v & ~r, valid)
-            before = [(getattr(axi, p), past(getattr(axi, p), p)) for p in payload]
-            with m.If(live & held):
-                m.d.comb += Assume(v)
-                for now, then in before:
-                    m.d.comb += Assume(now == then)
+            held_until_ready(m, live, Assume, getattr(axi, valid), getattr(axi, ready),
+                             {p: getattr(axi, p) for p in payload}, f"s_{valid}")
         m.d.comb += [Assume(axi.bid == 0), Assume(axi.rid == 0)]
 
         # Master rules (asserted): AW, W, AR held with their payload until READY.
@@ -97,13 +91,8 @@ class AxiMasterHarness(wiring.Component):
                 ("awvalid", "awready", ("awaddr", "awlen", "awsize", "awburst"), axi.awvalid),
                 ("wvalid", "wready", ("wdata", "wlast", "wstrb"), axi.wvalid),
                 ("arvalid", "arready", ("araddr", "arlen", "arsize", "arburst"), arvalid)):
-            r = getattr(axi, ready)
-            held = past(getattr(axi, valid) & ~r, f"m_{valid}")
-            before = [(getattr(axi, p), past(getattr(axi, p), f"m_{p}")) for p in payload]
-            with m.If(live & held):
-                m.d.comb += Assert(seen, f"{valid.upper()} dropped without {ready.upper()}")
-                for now, then in before:
-                    m.d.comb += Assert(now == then, f"{now.name.upper()} changed while waiting")
+            held_until_ready(m, live, Assert, getattr(axi, valid), getattr(axi, ready),
+                             {p: getattr(axi, p) for p in payload}, valid, seen=seen)
 
         beat_bytes = self._dw // 8
         # No burst crosses a 4 KiB boundary.

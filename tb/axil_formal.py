@@ -30,6 +30,7 @@ from amaranth.lib.wiring import In
 
 from rtl.axil import AxiLiteRegs, AxiLiteSignature
 from rtl.regmap import ADDR_BITS
+from tb.formal_rules import held_until_ready, past as _past
 
 __all__ = ["AxiLiteHarness"]
 
@@ -63,9 +64,7 @@ class AxiLiteHarness(wiring.Component):
         m.d.comb += Assume(rst == first)
 
         def past(v, name):
-            r = Signal.like(v, name=f"past_{name}", reset_less=True)
-            m.d.sync += r.eq(v)
-            return r
+            return _past(m, v, name)
 
         # What the checker sees of BVALID: the slave's, or (glitch) one that may drop while a
         # response waits for BREADY.
@@ -79,25 +78,13 @@ class AxiLiteHarness(wiring.Component):
         for valid, ready, payload in (("awvalid", "awready", ("awaddr", "awprot")),
                                       ("wvalid", "wready", ("wdata", "wstrb")),
                                       ("arvalid", "arready", ("araddr", "arprot"))):
-            v, r = getattr(bus, valid), getattr(bus, ready)
-            held = past(v & ~r, valid)
-            before = [(getattr(bus, p), past(getattr(bus, p), p)) for p in payload]
-            with m.If(live & held):
-                m.d.comb += Assume(v)
-                for now, then in before:
-                    m.d.comb += Assume(now == then)
+            held_until_ready(m, live, Assume, getattr(bus, valid), getattr(bus, ready),
+                             {p: getattr(bus, p) for p in payload}, f"m_{valid}")
 
-        # Slave rules (asserted): B and R held until READY.
-        bwait, bresp = past(bvalid & ~bus.bready, "bwait"), past(bus.bresp, "bresp")
-        rwait = past(bus.rvalid & ~bus.rready, "rwait")
-        rdata, rresp = past(bus.rdata, "rdata"), past(bus.rresp, "rresp")
-        with m.If(live & bwait):
-            m.d.comb += [Assert(bvalid, "BVALID dropped without BREADY"),
-                         Assert(bus.bresp == bresp, "BRESP changed while waiting")]
-        with m.If(live & rwait):
-            m.d.comb += [Assert(bus.rvalid, "RVALID dropped without RREADY"),
-                         Assert(bus.rdata == rdata, "RDATA changed while waiting"),
-                         Assert(bus.rresp == rresp, "RRESP changed while waiting")]
+        # Slave rules (asserted): B and R held until READY (B as the checker sees it).
+        held_until_ready(m, live, Assert, bvalid, bus.bready, {"bresp": bus.bresp}, "bvalid")
+        held_until_ready(m, live, Assert, bus.rvalid, bus.rready,
+                         {"rdata": bus.rdata, "rresp": bus.rresp}, "rvalid")
 
         # Counting requests and responses (6 bits: more than the proof's depth).
         def counter(event, name):
