@@ -4,6 +4,7 @@
 One LocalCluster of two worker processes (one thread each) on 127.0.0.1 serves the module.
 """
 
+import contextlib
 import json
 import os
 import signal
@@ -26,8 +27,9 @@ from .conftest import SILICON                   # noqa: E402
 pytestmark = pytest.mark.timeout(180)
 
 
-@pytest.fixture(scope="module")
-def cluster():
+@contextlib.contextmanager
+def _local_cluster():
+    """Two worker processes and a scheduler, all on 127.0.0.1."""
     with warnings.catch_warnings():         # "Port 8787 is already in use": another test process's
         warnings.simplefilter("ignore")     # scheduler's HTTP server has it (on 127.0.0.1 too)
         cl = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
@@ -37,6 +39,12 @@ def cluster():
         assert cl.scheduler.http_server.address == "127.0.0.1"
         assert all(w.startswith("tcp://127.0.0.1:") for w in client.nthreads())
         yield cl, client
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with _local_cluster() as both:
+        yield both
 
 
 def _rng():
@@ -141,10 +149,15 @@ def test_scheduler_errors(capsys, monkeypatch):
     assert code == 2 and err.count("\n") == 1 and "pip install 'dask[distributed]'" in err
 
 
-def test_killed_worker_loses_no_tile(cluster):
+def test_killed_worker_loses_no_tile():
     """A worker process killed while the GEMM's blocks run: dask recomputes what it held or was
-    computing, and D is complete and bit-exact."""
-    cl, client = cluster
+    computing, and D is complete and bit-exact.  (A cluster of its own: a worker being
+    replaced must not take part in the other tests' computations.)"""
+    with _local_cluster() as (cl, client):
+        _kill_a_worker_mid_gemm(cl, client)
+
+
+def _kill_a_worker_mid_gemm(cl, client):
     rng = _rng()
     a = rng.standard_normal((128, 64)).astype(np.float16).view(np.uint16)
     b = rng.standard_normal((64, 128)).astype(np.float16).view(np.uint16)
