@@ -171,7 +171,7 @@ def bench_gemm(m=128, n=128, k=128, backend="verilator", seed=1) -> dict:
     from golden.gemm import matmul_t
     from sim.gemm import run_gemm
 
-    from sim.cli import random_operands
+    from sim.operands import random_operands
 
     a, b = random_operands(m, n, k, "fp16", seed)
     d, info = run_gemm(backend, a, b, progress=False)
@@ -190,7 +190,7 @@ def bench_soc(m=64, n=64, k=64, warps=(1, 2, 4), backend="verilator", seed=1) ->
     from golden.gemm import matmul_t
     from sim.soc import run_soc
 
-    from sim.cli import random_operands
+    from sim.operands import random_operands
 
     a, b = random_operands(m, n, k, "fp16", seed)
     want = matmul_t(a, b)

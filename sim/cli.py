@@ -242,67 +242,10 @@ def _check_rtl_shapes(prob, path, through):
 
 # -- gemm -----------------------------------------------------------------------------------------
 
-def random_operands(m, n, k, fmt, seed):
-    """Random A (M, K) and B (K, N) bits: standard normal values rounded to the format."""
-    import ml_dtypes
-    import numpy as np
-    rng = np.random.default_rng(seed)
-    conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
-    a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
-    b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
-    return a, b
-
-
-def _load_matrix(path: str, what: str):
-    """Load a 2-D operand for ``tcore gemm`` from a .npy file; CliError on anything else."""
-    import numpy as np
-    p = Path(path)
-    if p.is_dir():
-        raise CliError(f"--{what} {path}: is a directory, not a .npy file")
-    if not p.is_file():
-        raise CliError(f"--{what} {path}: no such file")
-    try:
-        x = np.load(p, allow_pickle=False)
-    except (OSError, ValueError, EOFError) as e:
-        raise CliError(f"--{what} {path}: not a NumPy .npy array ({e})") from None
-    if not isinstance(x, np.ndarray):
-        raise CliError(f"--{what} {path}: an .npz archive; give one array as .npy (numpy.save)")
-    if x.ndim != 2:
-        raise CliError(f"--{what} {path}: must be a 2-D matrix, not shape {x.shape}")
-    return x
-
-
-def _operand_bits(x, what: str, fmt: str | None) -> tuple:
-    """``(bits, format)`` of a loaded operand: its dtype says the format (float16 is FP16);
-    raw 2-byte data (uint16 bit patterns, or an ml_dtypes bfloat16 array, which ``numpy.save``
-    stores as 2-byte void) needs ``--format``.  float32 and other dtypes are refused, never
-    rounded."""
-    import ml_dtypes
-    import numpy as np
-    if x.dtype == np.float16:
-        if fmt not in (None, "fp16"):
-            raise CliError(f"--{what} holds float16 (FP16) values but --format is {fmt}")
-        return x.view(np.uint16), "fp16"
-    if x.dtype == ml_dtypes.bfloat16:
-        if fmt not in (None, "bf16"):
-            raise CliError(f"--{what} holds bfloat16 (BF16) values but --format is {fmt}")
-        return x.view(np.uint16), "bf16"
-    if x.dtype.itemsize == 2 and x.dtype.kind in "uV":
-        if fmt not in ("fp16", "bf16"):
-            raise CliError(f"--{what} holds raw 16-bit data ({x.dtype}: uint16 bit patterns, or a "
-                           "bfloat16 array as numpy.save stores it): say which with --format fp16|bf16")
-        return x.view(np.uint16), fmt
-    if x.dtype == np.float32:
-        raise CliError(f"--{what} is float32: the GEMM top takes FP16 or BF16 operands; round them "
-                       "yourself (x.astype(numpy.float16) or ml_dtypes.bfloat16) to say how "
-                       "(golden.matmul computes float32 inputs as TF32)")
-    raise CliError(f"--{what} has dtype {x.dtype}; tcore gemm takes float16 or bfloat16 arrays "
-                   "(or uint16 bit patterns with --format)")
-
-
 def _gemm_operands(args):
     """A, B (and C) bits and the input format: the user's files, or random normal values."""
     import numpy as np
+    from sim.operands import OperandError, load_matrix, operand_bits, random_operands
     if (args.a is None) != (args.b is None):
         raise CliError("--a and --b go together")
     if args.a is None:
@@ -313,8 +256,11 @@ def _gemm_operands(args):
             raise CliError("--c goes with --a and --b")
         fmt = args.format or "fp16"
         return (*random_operands(args.m, args.n, args.k, fmt, args.seed), None, fmt)
-    a, fa = _operand_bits(_load_matrix(args.a, "a"), "a", args.format)
-    b, fb = _operand_bits(_load_matrix(args.b, "b"), "b", args.format or fa)
+    try:
+        a, fa = operand_bits(load_matrix(args.a, "a"), "a", args.format)
+        b, fb = operand_bits(load_matrix(args.b, "b"), "b", args.format or fa)
+    except OperandError as e:
+        raise CliError(str(e)) from None
     if fa != fb:
         raise CliError(f"--a is {fa} but --b is {fb}: both operands take one format")
     if a.shape[1] != b.shape[0]:
@@ -329,7 +275,10 @@ def _gemm_operands(args):
         if args.backend != "golden":
             raise CliError("--c (D = A*B + C) runs on --backend golden only: the GEMM top computes "
                            "matmulT's A*B, with C = 0")
-        cx = _load_matrix(args.c, "c")
+        try:
+            cx = load_matrix(args.c, "c")
+        except OperandError as e:
+            raise CliError(str(e)) from None
         want = np.float32 if args.acc == "f32" else np.float16
         if cx.dtype != want:
             raise CliError(f"--c must be {np.dtype(want).name} for --acc {args.acc}, not {cx.dtype}")
@@ -474,6 +423,7 @@ def _gemm_lowprec(args, t0) -> int:
     if args.backend == "amaranth":
         raise CliError(f"--format {fmt} runs on --backend verilator, icarus or golden")
     out_fmt = {"f32": "fp32", "f16": "fp16", "s32": "s32", "s32sat": "s32"}[acc]
+    from sim.operands import lowprec_operands
     a, b = lowprec_operands(args.m, args.n, args.k, in_fmt, b_fmt, args.seed)
     try:
         d, info = run_gemm(args.backend, a, b, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt,
@@ -509,26 +459,6 @@ def _gemm_lowprec(args, t0) -> int:
         print(f"  cycles          {cycles}  ({r['sim_cycles_per_s']:.0f} simulated cycles/s)")
         print(f"  FMA per clock   {r['fma_per_cycle']:.1f} of {peak} peak  (utilisation {r['utilization']:.3f})")
     return _gemm_report(r, d, out_fmt, info, args, f"  max |D - exact| {err:.3g}  ({what})")
-
-
-def lowprec_operands(m, n, k, in_fmt, b_fmt, seed):
-    """Random A (M, K) and B (K, N) bits: standard normal values rounded to FP8 or kept as
-    FP32 patterns (TF32), or uniform integers (S8, U8)."""
-    import ml_dtypes
-    import numpy as np
-    rng = np.random.default_rng(seed)
-
-    def one(shape, fmt):
-        if fmt == "s8":
-            return rng.integers(-128, 128, shape).astype(np.int8).view(np.uint8)
-        if fmt == "u8":
-            return rng.integers(0, 256, shape).astype(np.uint8)
-        x = rng.standard_normal(shape)
-        if fmt == "tf32":
-            return x.astype(np.float32).view(np.uint32)
-        dt = ml_dtypes.float8_e4m3fn if fmt == "e4m3" else ml_dtypes.float8_e5m2
-        return x.astype(dt).view(np.uint8)
-    return one((m, k), in_fmt), one((k, n), b_fmt)
 
 
 def _check_output(path: str | None):

@@ -8,7 +8,8 @@ import pytest
 
 from golden.gemm import matmul_t
 from golden.silicon import KERNELS, load
-from sim.cli import main, random_operands
+from sim.cli import main
+from sim.operands import random_operands
 from sim.gemm import gemm_params, run_gemm
 from sim.runner import run_bench
 
