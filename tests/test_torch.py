@@ -1,0 +1,433 @@
+"""tcore.torch: PyTorch's GEMMs under ``tcore.torch.emulate()`` against the H200 captures.
+
+Every expected value in the capture tests is the silicon's bits from ``tests/data/silicon/torch/``
+and ``sparse_torch/`` (or those bits rounded to FP16/BF16 by NumPy / ml_dtypes, where the README
+says the library's FP16/BF16 output is that rounding).  The other tests check the dispatch
+(methods, ``@``, ``nn.Linear``), the epilogue, and what is refused or handed back to PyTorch.
+
+CI installs the torch extra (``.ci/run``), so there a missing torch is an error; elsewhere the
+module is skipped and says how to install it.
+"""
+
+import importlib.util
+import json
+import os
+import sys
+from fractions import Fraction
+from pathlib import Path
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+try:
+    import torch
+except ImportError:
+    if os.environ.get("CI"):
+        raise
+    pytest.skip("needs the torch extra: .venv/bin/pip install -e '.[torch]' (CI installs it)",
+                allow_module_level=True)
+
+import torch.nn.functional as F
+
+import golden
+import tcore.torch as tt
+from golden.silicon import load
+
+from .conftest import SILICON
+
+TORCH = SILICON / "torch"
+SPARSE = SILICON / "sparse_torch"
+TORCH_FILES = sorted(TORCH.glob("*.npz"))
+SPARSE_FILES = sorted(SPARSE.glob("*.npz"))
+EXAMPLE = Path(__file__).parent.parent / "examples" / "torch_forward.py"
+
+_NP = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn}
+_T = {"f16": torch.float16, "bf16": torch.bfloat16, "e4m3": torch.float8_e4m3fn}
+
+
+def _tensor(bits, fmt):
+    """Capture bits (uint16 / uint8) as a CPU tensor of the format."""
+    raw = torch.from_numpy(np.ascontiguousarray(bits).view(np.int16 if bits.itemsize == 2 else np.uint8))
+    return raw.view(_T[fmt])
+
+
+def _bits(t):
+    """A result tensor's bit patterns as a NumPy uint array."""
+    raw = {1: torch.uint8, 2: torch.int16, 4: torch.int32}[t.element_size()]
+    return t.contiguous().view(raw).numpy().view({1: np.uint8, 2: np.uint16, 4: np.uint32}[t.element_size()])
+
+
+def _round(f32_bits, fmt):
+    """FP32 silicon bits rounded to nearest-even FP16 / BF16 (NumPy, ml_dtypes)."""
+    return f32_bits.view(np.float32).astype(_NP[fmt]).view(np.uint16)
+
+
+def _col_major(t):
+    return t.t().contiguous().t()
+
+
+def _mismatches(got, want):
+    return int((_bits(got) != want).sum())
+
+
+# --- the PyTorch captures: every file, bit for bit, through the mode ----------------------------
+
+def test_the_capture_files_are_here():
+    assert len(TORCH_FILES) == 9 and len(SPARSE_FILES) == 9
+
+
+@pytest.mark.parametrize("path", TORCH_FILES, ids=lambda p: p.stem)
+def test_every_torch_capture_bit_exact_through_the_mode(path):
+    data = load(path)
+    kind = json.loads(str(data["meta"]))["kind"]
+    fmt = {"torch_f16": "f16", "torch_bf16": "bf16", "torch_fp8": "e4m3"}[kind]
+    a, b = _tensor(data["a"], fmt), _tensor(data["b"], fmt)
+    c = torch.from_numpy(data["c"].view(np.float32))
+    checked = 0
+    with torch.inference_mode(), tt.emulate():
+        if fmt in ("f16", "bf16"):
+            want = data[f"d_{'f16' if fmt == 'f16' else 'bf16'}_f32"]
+            want16 = _round(want, fmt)
+            # torch.mm(a, b, out_dtype=torch.float32): the capture's own call.
+            assert _mismatches(torch.mm(a, b, out_dtype=torch.float32), want) == 0
+            assert _mismatches(torch.addmm(c, a, b, out_dtype=torch.float32), want) == 0
+            assert _mismatches(torch.bmm(a[None], b[None], out_dtype=torch.float32), want[None]) == 0
+            # The FP16/BF16 output: the FP32 result rounded once (the README's check).
+            for got in (a @ b, torch.matmul(a, b), a.mm(b), torch.mm(a, b), F.linear(a, b.t()),
+                        torch.linalg.matmul(a, b), torch.bmm(a[None], b[None])[0]):
+                assert got.dtype == _T[fmt] and _mismatches(got, want16) == 0
+            checked = want.size
+        else:
+            one = torch.tensor(1.0)
+            bc = _col_major(b)            # cuBLASLt's FP8 layout: B column-major
+            fast = torch._scaled_mm(a, bc, one, one, out_dtype=torch.float32, use_fast_accum=True)
+            slow = torch._scaled_mm(a, bc, scale_a=one, scale_b=one, out_dtype=torch.float32)
+            assert _mismatches(fast, data["d_e4m3_f32"]) == 0
+            assert _mismatches(slow, data["d_e4m3_f32_p128"]) == 0
+            bf = torch._scaled_mm(a, bc, one, one, out_dtype=torch.bfloat16)
+            assert _mismatches(bf, _round(data["d_e4m3_f32_p128"], "bf16")) == 0
+            checked = 2 * data["d_e4m3_f32"].size
+    assert checked == sum(v.size for k, v in data.items() if k.startswith("d_"))
+
+
+def test_the_torch_captures_are_591104_outputs():
+    """The figure of README and docs/numerics.md: every output of the nine files."""
+    total = sum(v.size for p in TORCH_FILES for k, v in load(p).items() if k.startswith("d_"))
+    assert total == 591_104
+
+
+# --- 2:4 sparse (cuSPARSELt) and the dense references of the sparse captures ---------------------
+
+def test_to_sparse_semi_structured_needs_cuda():
+    """Why sparse_mm takes the dense pruned A: PyTorch builds the sparse tensor on CUDA only."""
+    a = torch.tensor([[1.0, 0, 2, 0] * 8] * 32, dtype=torch.float16)
+    with pytest.raises(RuntimeError, match="Only CUDA tensors"):
+        torch.sparse.to_sparse_semi_structured(a)
+
+
+def _sparse_outputs(key, fmt):
+    """The out_dtype of a sparse capture key (None: the input's)."""
+    if fmt != "e4m3":
+        return None
+    return torch.float32 if "_f32_" in key else torch.bfloat16
+
+
+@pytest.mark.parametrize("path", SPARSE_FILES, ids=lambda p: p.stem)
+def test_every_sparse_torch_capture_bit_exact(path):
+    data = load(path)
+    meta = json.loads(str(data["meta"]))
+    fmt = meta["dtype"]
+    a, b = _tensor(data["a"], fmt), _tensor(data["b"], fmt)
+    keys = [k for k in data if k.startswith("d_cslt") or (k.startswith("d_e4m3_") and "_colB" in k)]
+    assert keys
+    for key in keys:
+        seg = any("segment_k_on" in name for name in meta["kernels"][key])
+        out_dtype = _sparse_outputs(key, fmt)
+        # The automatic choice is the one cuSPARSELt made on every captured shape.
+        assert (a.shape[1] >= tt.SEGMENT_K_FROM) == seg
+        got = tt.sparse_mm(a, b, out_dtype=out_dtype)
+        assert _mismatches(got, data[key]) == 0, key
+        assert _mismatches(tt.sparse_mm(a, b, out_dtype=out_dtype, segment_k=seg), data[key]) == 0
+        # Without the segment-K slices the segment-K captures miss.
+        if seg:
+            assert _mismatches(tt.sparse_mm(a, b, out_dtype=out_dtype, segment_k=False), data[key]) > 0
+
+
+@pytest.mark.parametrize("path", SPARSE_FILES, ids=lambda p: p.stem)
+def test_dense_references_of_the_sparse_captures_through_the_mode(path):
+    """The sparse files' dense cuBLAS GEMMs on the same pruned A are the dense rule: bit-exact
+    through the mode, except where cuBLAS ran a split-K kernel (the caveat of docs/torch.md)."""
+    data = load(path)
+    meta = json.loads(str(data["meta"]))
+    fmt = meta["dtype"]
+    a, b = _tensor(data["a"], fmt), _tensor(data["b"], fmt)
+    one = torch.tensor(1.0)
+    with torch.no_grad(), tt.emulate():
+        for key in [k for k in data if k.startswith("d_dense")]:
+            split = any("splitK" in name for name in meta["kernels"][key])
+            if key == "d_dense":
+                got = a @ b
+            elif key == "d_dense_f32":
+                got = torch.mm(a, b, out_dtype=torch.float32)
+            else:
+                assert key == "d_dense_scaled_fast"
+                got = torch._scaled_mm(a, _col_major(b), one, one, out_dtype=torch.float32,
+                                       use_fast_accum=True)
+            miss = _mismatches(got, data[key])
+            assert (miss > 0) if split else (miss == 0), (key, miss)
+
+
+def test_sparse_mm_prunes_and_refuses():
+    g = torch.Generator().manual_seed(3)
+    a = torch.randn(16, 64, generator=g).half()
+    b = torch.randn(64, 8, generator=g).half()
+    with pytest.raises(ValueError, match="not 2:4 sparse"):
+        tt.sparse_mm(a, b)
+    pruned = tt.prune_24(a)
+    assert pruned.dtype == a.dtype and int((pruned.view(16, 16, 4) != 0).sum(-1).max()) <= 2
+    assert torch.equal(tt.sparse_mm(a, b, prune=True), tt.sparse_mm(pruned, b))
+    want = golden.sparse.matmul_sp(pruned.numpy(), b.numpy())          # FP32 chain from +0
+    assert np.array_equal(_bits(tt.sparse_mm(pruned, b)), want.astype(np.float16).view(np.uint16))
+    assert tt.sparse_mm(pruned.to(torch.bfloat16), b.to(torch.bfloat16)).dtype == torch.bfloat16
+    with pytest.raises(tt.Unsupported, match="needs out_dtype"):
+        tt.sparse_mm(pruned.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn))
+    with pytest.raises(tt.Unsupported, match="not modelled"):
+        tt.sparse_mm(pruned.float(), b.float())
+
+
+# --- the mode: dispatch, shapes, dtypes ---------------------------------------------------------
+
+def _rand(shape, dtype, seed):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+def _golden(a, b, **kw):
+    return golden.matmul(tt._to_numpy(a), tt._to_numpy(b), **kw)
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_mode_equals_golden_matmul_on_every_entry_point(dtype):
+    a, b = _rand((3, 24, 40), dtype, 1), _rand((40, 16), dtype, 2)
+    want = _golden(a, b)                                        # (3, 24, 16) FP32
+    out = _tensor_like(want, dtype)
+    with torch.no_grad(), tt.emulate():
+        lin = torch.nn.Linear(40, 16, bias=False).to(dtype)
+        lin.weight.copy_(b.t())
+        for got in (a @ b, torch.matmul(a, b), a.matmul(b), torch.bmm(a, b.expand(3, 40, 16)),
+                    a.bmm(b.expand(3, 40, 16)), F.linear(a, b.t()), lin(a),
+                    torch.baddbmm(torch.zeros(3, 24, 16, dtype=dtype), a, b.expand(3, 40, 16))):
+            assert got.dtype == dtype and torch.equal(_bits_t(got), _bits_t(out))
+        got = torch.mm(a[1], b, out_dtype=torch.float32)
+        assert np.array_equal(_bits(got), want[1].view(np.uint32))
+    # The plain functions give the same.
+    assert torch.equal(_bits_t(tt.matmul(a, b)), _bits_t(out))
+    assert np.array_equal(_bits(tt.mm(a[0], b, torch.float32)), want[0].view(np.uint32))
+
+
+def _tensor_like(f32, dtype):
+    """Golden's FP32 result rounded to nearest-even FP16/BF16 (NumPy / ml_dtypes), as a tensor."""
+    np_dtype = {torch.float16: np.float16, torch.bfloat16: ml_dtypes.bfloat16}[dtype]
+    return torch.from_numpy(f32.astype(np_dtype).view(np.int16)).view(dtype)
+
+
+def _bits_t(t):
+    return t.contiguous().view({2: torch.int16, 4: torch.int32}[t.element_size()])
+
+
+def test_matmul_vector_shapes_and_broadcasting():
+    a, b = _rand((2, 1, 8, 32), torch.float16, 4), _rand((3, 32, 5), torch.float16, 5)
+    v, w = _rand((32,), torch.float16, 6), _rand((32,), torch.float16, 7)
+    with torch.no_grad(), tt.emulate():
+        assert (a @ b).shape == (2, 3, 8, 5)
+        assert torch.equal(_bits_t(a @ b), _bits_t(_tensor_like(_golden(a, b), torch.float16)))
+        got = v @ b                                   # 1-D @ 3-D: (3, 5)
+        assert got.shape == (3, 5)
+        want = _golden(v[None], b)[:, 0, :]
+        assert torch.equal(_bits_t(got), _bits_t(_tensor_like(want, torch.float16)))
+        assert (b.transpose(1, 2) @ w).shape == (3, 5)
+        with pytest.raises(tt.Unsupported, match="torch.dot"):
+            v @ w
+        with pytest.raises(RuntimeError, match="cannot be multiplied"):
+            a @ a
+
+
+def test_tf32_follows_pytorch_setting_and_the_argument():
+    a, b = _rand((16, 40), torch.float32, 8), _rand((40, 12), torch.float32, 9)
+    want = _golden(a, b)                           # float32 arrays: TF32, K in steps of 8
+    old = torch.backends.cuda.matmul.allow_tf32
+    try:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        assert not tt.tf32_allowed()
+        with torch.no_grad(), tt.emulate():
+            with pytest.raises(tt.Unsupported, match="without TF32"):
+                a @ b
+        with torch.no_grad(), tt.emulate(allow_tf32=True):
+            assert np.array_equal(_bits(a @ b), want.view(np.uint32))
+        torch.backends.cuda.matmul.allow_tf32 = True
+        assert tt.tf32_allowed()
+        with torch.no_grad(), tt.emulate():
+            assert np.array_equal(_bits(a @ b), want.view(np.uint32))
+        with torch.no_grad(), tt.emulate(allow_tf32=False):
+            with pytest.raises(tt.Unsupported):
+                a @ b
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = old
+    assert np.array_equal(_bits(tt.mm(a, b, allow_tf32=True)), want.view(np.uint32))
+    # TF32 reads the top 19 bits: the 13 low fraction bits change nothing.
+    noisy = (a.view(torch.int32) ^ 0x1FFF).view(torch.float32)
+    assert torch.equal(tt.mm(noisy, b, allow_tf32=True), tt.mm(a, b, allow_tf32=True))
+
+
+def test_int_mm_wraps_like_the_golden_model():
+    a = torch.full((32, 64), -128, dtype=torch.int8)
+    b = torch.full((64, 16), -128, dtype=torch.int8)
+    with torch.no_grad(), tt.emulate():
+        got = torch._int_mm(a, b)
+    assert got.dtype == torch.int32 and int(got[0, 0]) == 64 * 128 * 128
+
+
+# --- the epilogue: C, alpha, beta, bias, scales ---------------------------------------------------
+
+def test_fma32_rounds_once():
+    rng = np.random.default_rng(11)
+    x = rng.standard_normal(2000).astype(np.float32)
+    y = (rng.standard_normal(2000) * 2.0 ** rng.integers(-30, 30, 2000)).astype(np.float32)
+    z = (-x.astype(np.float64) * y * (1 + rng.standard_normal(2000) * 2.0 ** -20)).astype(np.float32)
+    got = tt._fma32(x, y, z)
+    for xi, yi, zi, gi in zip(x, y, z, got):
+        exact = Fraction(float(xi)) * Fraction(float(yi)) + Fraction(float(zi))
+        lo = np.float32(float(exact))                    # one float64 rounding, then float32
+        # the correctly rounded float32: compare both neighbours of the candidate
+        cands = [lo, np.nextafter(lo, np.float32(np.inf)), np.nextafter(lo, np.float32(-np.inf))]
+        best = min(cands, key=lambda c: (abs(Fraction(float(c)) - exact),
+                                         int(np.array(c).view(np.uint32)) & 1))
+        assert gi == best
+
+
+def test_addmm_and_linear_bias_go_in_the_fp32_epilogue():
+    a, b = _rand((8, 48), torch.float16, 12), _rand((48, 16), torch.float16, 13)
+    bias = _rand((16,), torch.float16, 14)
+    c = _rand((8, 16), torch.float16, 15)
+    acc = _golden(a, b)
+    with torch.no_grad(), tt.emulate():
+        got = torch.addmm(c, a, b)
+        want = (acc + c.numpy().astype(np.float32)).astype(np.float16)       # float32 add: RNE
+        assert np.array_equal(_bits(got), want.view(np.uint16))
+        want_lin = (acc + bias.numpy().astype(np.float32)).astype(np.float16)
+        assert np.array_equal(_bits(F.linear(a, b.t(), bias)), want_lin.view(np.uint16))
+        got = torch.addmm(c, a, b, beta=0.5, alpha=3.0)
+        want = tt._fma32(np.float32(3.0), acc, np.float32(0.5) * c.numpy().astype(np.float32))
+        assert np.array_equal(_bits(got), want.astype(np.float16).view(np.uint16))
+        # beta = 0 ignores C, NaN included (BLAS).
+        nan_c = torch.full((8, 16), float("nan"), dtype=torch.float16)
+        assert not torch.isnan(torch.addmm(nan_c, a, b, beta=0)).any()
+        # A non-contiguous 3-D input: at::linear runs matmul, then adds the bias in FP16.
+        x = _rand((16, 2, 48), torch.float16, 16).transpose(0, 1)
+        y = (_golden(x, b).astype(np.float16).astype(np.float32) + bias.numpy().astype(np.float32))
+        assert np.array_equal(_bits(F.linear(x, b.t(), bias)), y.astype(np.float16).view(np.uint16))
+        out = torch.empty(0, dtype=torch.float16)
+        torch.mm(a, b, out=out)
+        assert out.shape == (8, 16) and np.array_equal(_bits(out), acc.astype(np.float16).view(np.uint16))
+
+
+def test_scaled_mm_scales_and_bias():
+    a = _rand((16, 64), torch.float32, 17).to(torch.float8_e4m3fn)
+    b = _rand((24, 64), torch.float32, 18).to(torch.float8_e5m2).t()
+    sa, sb = torch.tensor(0.37), torch.tensor(1.9)
+    bias = _rand((24,), torch.bfloat16, 19)
+    acc = _golden(a, b.contiguous(), promote=128)                # E4M3 x E5M2, golden's default
+    alpha = np.float32(0.37) * np.float32(1.9)
+    with torch.no_grad(), tt.emulate():
+        got = torch._scaled_mm(a, b, sa, sb, out_dtype=torch.float32)
+        assert np.array_equal(_bits(got), (alpha * acc).view(np.uint32))
+        got = torch._scaled_mm(a, b, sa, sb, bias=bias, out_dtype=torch.bfloat16)
+        want = tt._fma32(alpha, acc, bias.float().numpy()).astype(ml_dtypes.bfloat16)
+        assert np.array_equal(_bits(got), want.view(np.uint16))
+        for bad, match in ((dict(scale_a=torch.ones(16, 1)), "tensor-wise"),
+                           (dict(out_dtype=None), "out_dtype"),
+                           (dict(scale_result=torch.tensor(1.0)), "scale_result")):
+            kw = dict(scale_a=sa, scale_b=sb, out_dtype=torch.float32) | bad
+            with pytest.raises(tt.Unsupported, match=match):
+                torch._scaled_mm(a, b, **kw)
+        e5 = a.float().to(torch.float8_e5m2)
+        with pytest.raises(tt.Unsupported, match="E5M2 x E5M2"):
+            torch._scaled_mm(e5, b, sa, sb, out_dtype=torch.float32)
+
+
+# --- what the mode refuses, and what it hands back to PyTorch -----------------------------------
+
+def test_other_devices_go_to_pytorch():
+    a = torch.empty(4, 8, dtype=torch.float16, device="meta")
+    b = torch.empty(8, 2, dtype=torch.float16, device="meta")
+    with tt.emulate():
+        assert (a @ b).device.type == "meta" and torch.mm(a, b).shape == (4, 2)
+        assert torch.einsum("ij,jk->ik", a, b).device.type == "meta"
+
+
+def test_unsupported_raises_or_falls_through():
+    a, b = _rand((4, 16), torch.float16, 20), _rand((16, 8), torch.float16, 21)
+    cases = [
+        (lambda: a.double() @ b.double(), "float64"),
+        (lambda: a.float() @ b.float(), "without TF32"),
+        (lambda: torch.mm(a, b.float()), "one dtype"),
+        (lambda: torch.einsum("ij,jk->ik", a, b), "einsum"),
+        (lambda: torch.mv(a, b[:, 0]), "mv"),
+        (lambda: F.conv1d(a[None], b.t()[:, :, None][:, :4]), "conv1d"),
+        (lambda: torch.mm(a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn)), "_scaled_mm"),
+    ]
+    with torch.no_grad():
+        with tt.emulate():
+            for fn, match in cases:
+                with pytest.raises(tt.Unsupported, match=match):
+                    fn()
+            assert torch.equal(a + 1, a + 1)           # not a GEMM: PyTorch, untouched
+        own = a.double() @ b.double()                  # PyTorch's CPU result
+        with tt.emulate(strict=False):
+            assert torch.equal(a.double() @ b.double(), own)
+            assert torch.allclose(torch.einsum("ij,jk->ik", a.float(), b.float()), own.float())
+    w = torch.nn.Linear(16, 8).half()
+    with tt.emulate():
+        with pytest.raises(tt.Unsupported, match="forward only"):
+            w(a)
+    with tt.emulate(strict=False):
+        assert w(a).requires_grad                      # PyTorch's own, with autograd
+    with pytest.raises(ValueError, match="arch"):
+        tt.emulate(arch="a100")
+    with pytest.raises(tt.Unsupported, match="float64"):
+        tt.mm(a.double(), b.double())
+
+
+# --- the example ----------------------------------------------------------------------------------
+
+def _example():
+    spec = importlib.util.spec_from_file_location("torch_forward", EXAMPLE)
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = mod             # dataclasses look their module up there
+    try:
+        spec.loader.exec_module(mod)
+    finally:
+        del sys.modules[spec.name]
+    return mod
+
+
+def test_example_forward_pass_is_the_golden_model(tmp_path):
+    ex = _example()
+    res = ex.run(batch=8, widths=(64, 96, 32, 16), seed=1)
+    assert len(res.layers) == 3
+    for layer in res.layers:
+        # FP16: golden.matmul's FP32 accumulator, the bias added in FP32, one RNE to FP16.
+        x, w, bias = layer.fp16_in, layer.fp16_weight, layer.fp16_bias
+        acc = golden.matmul(x, w.T.copy())
+        want = (acc + bias.astype(np.float32)).astype(np.float16)
+        assert np.array_equal(layer.fp16_out.view(np.uint16), want.view(np.uint16))
+        # FP8: golden.matmul with cuBLASLt's promotion, times scale_x * scale_w, plus the bias.
+        acc8 = golden.matmul(layer.fp8_in, layer.fp8_weight.T.copy(), promote=128)
+        alpha = np.float32(layer.fp8_scales[0]) * np.float32(layer.fp8_scales[1])
+        want8 = tt._fma32(alpha, acc8, layer.fp8_bias.astype(np.float32)).astype(ml_dtypes.bfloat16)
+        assert np.array_equal(layer.fp8_out.view(np.uint16), want8.view(np.uint16))
+        assert 0 < layer.err["fp16 H200"] < 1e-2 and 0 < layer.err["fp8 H200"] < 0.2
+    png = tmp_path / "forward.png"
+    table = ex.report(res, png)
+    assert png.stat().st_size > 5000 and "layer" in table and "fp8 H200" in table
