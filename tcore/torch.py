@@ -299,7 +299,7 @@ def _matmul_acc(opts, input, other, what="matmul"):
         raise RuntimeError("both arguments to matmul need to be at least 1D")
     if input.dim() == 1 and other.dim() == 1:
         _unsupported(opts, "matmul of two vectors is torch.dot, which cuBLAS computes with "
-                           "cublasDotEx, not a tensor-core GEMM; not modelled")
+                           "its dot routine, not a GEMM; not modelled")
     a = input.unsqueeze(0) if input.dim() == 1 else input
     b = other.unsqueeze(-1) if other.dim() == 1 else other
     _shapes(what, a, b)
