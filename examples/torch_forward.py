@@ -22,6 +22,7 @@ GEMMs are the H200's: the quantisation, ReLU and casts are PyTorch's CPU element
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -190,7 +191,7 @@ def main(argv=None) -> int:
     res = run(args.batch, widths, args.seed)
     print(report(res, args.out or None))
     print(f"{len(res.layers)} layers, 4 forward passes and float64 in {res.seconds:.1f} s"
-          + (f"; figure: {args.out}" if args.out else ""))
+          + (f"; figure: {os.path.relpath(args.out)}" if args.out else ""))
     return 0
 
 
