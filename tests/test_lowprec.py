@@ -12,7 +12,8 @@ from golden import HOPPER, matmul, mma
 from golden.arch import Step
 from golden.formats import E4M3, E5M2, INF, NAN, TF32, classify, e4m3_encode, to_float
 from golden.silicon import KERNELS, kernels_in, load
-from sim.cli import KERNEL_NAMES, main
+from sim.cli import main
+from sim.commands.verify import KERNEL_NAMES
 
 from .conftest import SILICON
 

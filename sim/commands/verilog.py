@@ -1,0 +1,71 @@
+"""``tcore verilog``: the Verilog of the top-level designs (``rtl.designs``)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .common import CliError, EXIT_OK
+
+NAME = "verilog"
+HELP = "write the Verilog of every top-level design"
+
+
+def add_arguments(parser):
+    parser.add_argument("-o", required=True, metavar="DIR", help="output folder")
+    parser.add_argument("--design", action="append", help="only this design (repeatable)")
+    parser.add_argument("--cores", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm, soc)")
+    parser.add_argument("--mem-kib", type=int, default=None, metavar="KIB",
+                        help="working memory of wmma, gemm, fp4gemm in KiB (a power of two)")
+    parser.add_argument("--data-width", type=int, default=None, metavar="BITS",
+                        help="AXI4 data width of soc: 32, 64 or 128 (soc also gets tb_soc.v, a plain "
+                             "Verilog testbench)")
+
+
+def run(args) -> int:
+    from rtl.designs import DESIGNS, LINT_PARAMS, make, parameters, to_verilog
+
+    out = Path(args.o)
+    if out.exists() and not out.is_dir():
+        raise CliError(f"-o {out}: exists and is not a folder")
+    names = args.design or sorted(DESIGNS)
+    for name in names:
+        if name not in DESIGNS:
+            raise CliError(f"unknown design {name!r}; designs: {', '.join(sorted(DESIGNS))}")
+    asked = {"cores": args.cores,
+             "mem_words": None if args.mem_kib is None else args.mem_kib * 1024 // 16,
+             "data_width": args.data_width}
+    flags = {"cores": "--cores", "mem_words": "--mem-kib",
+             "data_width": "--data-width"}
+    if args.mem_kib is not None and (args.mem_kib < 1 or args.mem_kib & (args.mem_kib - 1)):
+        raise CliError(f"--mem-kib must be a power of two, not {args.mem_kib}")
+    builds = []
+    for name in names:
+        takes = parameters(name)
+        params = dict(LINT_PARAMS[name])
+        for key, value in asked.items():
+            if value is None:
+                continue
+            if key not in takes:
+                raise CliError(f"design {name} has no {flags[key]} parameter (it takes: "
+                               f"{', '.join(flags.get(k, k) for k in takes) or 'none'})")
+            params[key] = value
+        try:
+            make(name, **params)                 # the design checks its parameters' values
+        except ValueError as e:
+            raise CliError(f"design {name}: {e}") from None
+        builds.append((name, params))
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise CliError(f"-o {out}: cannot create the folder ({e.strerror})") from None
+    for name, params in builds:
+        path = out / f"{name}.v"
+        path.write_text(to_verilog(name, header=True, **params))
+        print(f"wrote {path}  ({', '.join(f'{k}={v}' for k, v in sorted(params.items())) or 'defaults'})",
+              flush=True)
+        if name == "soc":           # and the plain Verilog testbench that drives it
+            from sim.soc_demo import testbench
+            tb = out / "tb_soc.v"
+            tb.write_text(testbench(params.get("data_width", 128), params.get("addr_width", 32)))
+            print(f"wrote {tb}  (plain Verilog testbench: see its header; make soc-demo runs it)")
+    return EXIT_OK

@@ -1,0 +1,203 @@
+"""A GEMM run as data: :class:`GemmJob` says what to compute and where, :func:`run_job` runs it
+(the GEMM top on a simulator, or the golden model), checks D bit for bit against the golden
+model and measures its error against the exact product, and returns a :class:`GemmResult`.
+
+Three kinds of job, by ``format``: FP16/BF16 (random operands, or the user's), the Hopper
+low-precision inputs of :data:`LOWPREC_FORMATS` (random), and NVFP4/MXFP4 (random float32
+quantised by the golden quantiser, decoded by the FP4 front end).  ``tcore gemm`` builds the
+job from its arguments and prints the result.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["GemmJob", "GemmResult", "GemmError", "run_job", "LOWPREC_FORMATS", "FP4_FORMATS"]
+
+#: The Hopper low-precision input formats of the GEMM top: (A, B) formats.
+LOWPREC_FORMATS = {"tf32": ("tf32", "tf32"), "e4m3": ("e4m3", "e4m3"), "e5m2": ("e5m2", "e5m2"),
+                   "e4m3_e5m2": ("e4m3", "e5m2"), "s8": ("s8", "s8"), "u8": ("u8", "s8")}
+
+#: The block-scaled 4-bit formats (``golden.nvfp4``).
+FP4_FORMATS = ("nvfp4", "mxfp4")
+
+_OUT_FMT = {"f32": "fp32", "f16": "fp16", "s32": "s32", "s32sat": "s32"}
+
+
+class GemmError(Exception):
+    """The simulator failed, or the run was refused (size, memory, backend): one line."""
+
+
+@dataclass
+class GemmJob:
+    """One GEMM D = A·B (+ C) of M x K by K x N."""
+
+    m: int
+    n: int
+    k: int
+    #: fp16, bf16, a :data:`LOWPREC_FORMATS` key, or one of :data:`FP4_FORMATS`
+    format: str = "fp16"
+    #: the accumulator: f32, f16, s32 (INT8, wrapped) or s32sat
+    acc: str = "f32"
+    backend: str = "verilator"
+    arch: str = "hopper"
+    cores: int = 1
+    seed: int = 1
+    #: FP16/BF16 bits of A (M x K) and B (K x N); None: random normal values from ``seed``
+    a: Any = None
+    b: Any = None
+    #: bits of C (M x N, of the accumulator's format; golden backend), or None: C = 0
+    c: Any = None
+    #: the files A and B came from (reports name them)
+    files: tuple[str, str] | None = None
+    #: False, or the waveform's name (RTL backends)
+    waves: bool | str = False
+    #: a progress bar on stderr while a simulator runs
+    progress: bool = True
+
+    @property
+    def out_fmt(self) -> str:
+        """D's format: fp32, fp16 or s32."""
+        return _OUT_FMT[self.acc]
+
+    @property
+    def peak(self) -> int:
+        """Products per clock of the cores: 64 per core, 32 for TF32 (``rtl.mma4``)."""
+        return (32 if self.format == "tf32" else 64) * self.cores
+
+
+@dataclass
+class GemmResult:
+    """What a :class:`GemmJob` gave."""
+
+    job: GemmJob
+    #: D's bits (M x N) of ``job.out_fmt``
+    d: Any
+    #: clocks on the RTL, start to done; None on the golden backend
+    cycles: int | None
+    #: seconds spent computing D (simulating, or in the golden model)
+    sim_s: float
+    #: outputs that differ from the golden model
+    mismatches: int
+    #: max |D - exact| (FP16/BF16 and low precision: the float64 or, for INT8, integer product
+    #: of the same inputs), or for NVFP4/MXFP4 the relative Frobenius error against the float64
+    #: product of the unquantised inputs
+    error: float
+    #: the waveform file, where one was asked for
+    waves: Path | None = None
+    #: NVFP4/MXFP4: clocks of the GEMM proper (between decode and epilogue)
+    gemm_cycles: int | None = None
+    #: NVFP4/MXFP4: the tensor scales of A and B
+    tensor_scales: tuple[float, float] | None = None
+
+
+def run_job(job: GemmJob, mma: Callable | None = None) -> GemmResult:
+    """Run ``job``; ``mma`` is the golden model of FP16/BF16 jobs (default ``golden.mma``; a
+    dask cluster's with ``functools.partial(golden.distributed.cluster_mma, client)``).
+    GemmError where the simulator fails or refuses the run."""
+    if job.format in LOWPREC_FORMATS:
+        return _run_lowprec(job)
+    if job.format in FP4_FORMATS:
+        return _run_fp4(job)
+    if mma is None:
+        from golden import mma
+    return _run_fp16(job, mma)
+
+
+def _simulate(run, *args, **kw):
+    """``run(*args, **kw)`` (a ``sim.gemm`` runner), its errors as GemmError."""
+    from sim.runner import SimError
+    try:
+        return run(*args, **kw)
+    except (SimError, ValueError) as e:    # ValueError: the runner's refusals (size, memory)
+        raise GemmError(str(e)) from None
+
+
+def _max_error(d, out_fmt, exact) -> float:
+    """max |D - exact|, NaN where D is NaN everywhere."""
+    import numpy as np
+    from golden.formats import to_float
+    with np.errstate(invalid="ignore"):
+        diff = np.abs(to_float(d, out_fmt) - exact)
+    return float(np.nanmax(diff)) if not np.isnan(diff).all() else float("nan")
+
+
+def _run_fp16(job: GemmJob, mma) -> GemmResult:
+    """FP16/BF16 inputs: the GEMM top's matmulT, or ``mma`` (golden backend, C too)."""
+    import numpy as np
+    from golden.formats import to_float
+    from sim.gemm import run_gemm
+    from sim.operands import random_operands
+
+    in_fmt, out_fmt = job.format, job.out_fmt
+    a, b, c = job.a, job.b, job.c
+    if a is None:
+        a, b = random_operands(job.m, job.n, job.k, in_fmt, job.seed)
+    zero = np.zeros((job.m, job.n), np.uint32 if out_fmt == "fp32" else np.uint16)
+    if job.backend == "golden":
+        t = time.perf_counter()
+        d = mma(a, b, zero if c is None else c, in_fmt=in_fmt, out_fmt=out_fmt, arch=job.arch)
+        info = {"cycles": None, "sim_s": time.perf_counter() - t}
+    else:
+        d, info = _simulate(run_gemm, job.backend, a, b, in_fmt=in_fmt, out_fmt=out_fmt,
+                            cores=job.cores, waves=job.waves, progress=job.progress)
+    want = mma(a, b, zero if c is None else c, in_fmt=in_fmt, out_fmt=out_fmt, arch=job.arch)
+    exact = to_float(a, in_fmt) @ to_float(b, in_fmt)
+    if c is not None:
+        exact = exact + to_float(c, out_fmt)
+    return GemmResult(job, d, info["cycles"], info["sim_s"], int((d != want).sum()),
+                      _max_error(d, out_fmt, exact), waves=info.get("waves"))
+
+
+def _run_lowprec(job: GemmJob) -> GemmResult:
+    """TF32, FP8 and INT8 inputs: random operands, matmulT on the GEMM top (B in the TN
+    layout); the error against the float64 (INT8: the exact integer) product."""
+    import numpy as np
+    from golden import mma
+    from golden.formats import to_float
+    from golden.mma import instr_of
+    from sim.gemm import run_gemm
+    from sim.operands import lowprec_operands
+
+    in_fmt, b_fmt = LOWPREC_FORMATS[job.format]
+    out_fmt, saturate = job.out_fmt, job.acc == "s32sat"
+    a, b = lowprec_operands(job.m, job.n, job.k, in_fmt, b_fmt, job.seed)
+    d, info = _simulate(run_gemm, job.backend, a, b, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt,
+                        saturate=saturate, cores=job.cores, progress=job.progress,
+                        waves=job.waves)
+    zero = np.zeros((job.m, job.n), np.uint16 if out_fmt == "fp16" else np.uint32)
+    want = mma(a, b, zero, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt, saturate=saturate,
+               instr=instr_of(in_fmt))
+    if in_fmt in ("s8", "u8"):
+        ia = (a if in_fmt == "u8" else a.view(np.int8)).astype(np.int64)
+        exact = ia @ b.view(np.int8).astype(np.int64)
+        err = float(np.abs(d.view(np.int32).astype(np.int64) - exact).max())
+    else:
+        err = _max_error(d, out_fmt, to_float(a, in_fmt) @ to_float(b, b_fmt))
+    return GemmResult(job, d, info["cycles"], info["sim_s"], int((d != want).sum()), err,
+                      waves=info.get("waves"))
+
+
+def _run_fp4(job: GemmJob) -> GemmResult:
+    """NVFP4/MXFP4: random float32 A and B quantised by the golden quantiser, the block-scaled
+    GEMM (the ``fp4gemm`` design, or ``golden.nvfp4.gemm``); the error is what 4 bits cost
+    against the float64 product of the unquantised inputs."""
+    import numpy as np
+    from golden import nvfp4
+    from sim.gemm import run_fp4_gemm
+    from sim.operands import fp4_operands
+
+    a, b = fp4_operands(job.m, job.n, job.k, job.seed)
+    qa, qbt = nvfp4.quantize(a, job.format), nvfp4.quantize(np.ascontiguousarray(b.T), job.format)
+    d, info = _simulate(run_fp4_gemm, job.backend, qa, qbt, cores=job.cores, waves=job.waves,
+                        progress=job.progress)
+    want = nvfp4.gemm(qa, qbt)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    got = d.view(np.float32).astype(np.float64)
+    rel = float(np.linalg.norm(got - exact) / np.linalg.norm(exact))
+    return GemmResult(job, d, info["cycles"], info["sim_s"], int((d != want).sum()), rel,
+                      waves=info.get("waves"), gemm_cycles=info.get("gemm_cycles"),
+                      tensor_scales=(float(qa.tensor_scale), float(qbt.tensor_scale)))
