@@ -199,11 +199,12 @@ class MatmulTWarp(wiring.Component):
     * the :class:`TileStorer` writes finished accumulators (the store queue) to D while the next
       tile runs in the other accumulator.
 
-    A step therefore occupies the core for 64 clocks; with K >= 32 nothing waits in steady state.
-    ``run`` low holds every engine in reset (a cleared warp starts from nothing).
+    A step therefore occupies the core for 64 clocks (``64 * 64 // lanes`` with a core of
+    fewer lanes, whose ``i.ready`` paces the feeder); with K >= 32 nothing waits in steady
+    state.  ``run`` low holds every engine in reset (a cleared warp starts from nothing).
     """
 
-    def __init__(self):
+    def __init__(self, *, lanes: int = 64):
         super().__init__({
             "cfg": In(GemmConfig),
             "run": In(1),                       # high while a GEMM runs; low clears the warp
@@ -218,7 +219,7 @@ class MatmulTWarp(wiring.Component):
         # Column-major loads: B in the TN layout (b_cols).
         self.bank = FragmentBank(a_frags=2, b_frags=2, acc_frags=2, load_ports=2,
                                  col_major=True)
-        self.core = MMA4()
+        self.core = MMA4(lanes=lanes)
 
     def elaborate(self, platform):
         m = Module()
@@ -315,7 +316,7 @@ class GemmTop(wiring.Component):
 
     Write the operands into the memory, set ``cfg``, pulse ``start``; ``done`` rises when every
     tile is stored, and ``cycles`` holds the clocks from ``start`` to ``done``.  ``beats``
-    counts core beats (64 FMA each), so utilisation = beats / (cycles * cores).
+    counts core beats (64 FMA each), so utilisation = beats * 64 / (cycles * cores * lanes).
 
     The memory (``lib.memory.Memory``, ``mem_words`` words of 128 bits) models global memory
     with two read ports per warp and one write port, shared by the warps' storers (lowest
@@ -324,17 +325,20 @@ class GemmTop(wiring.Component):
     Parameters
     ----------
     cores : int, 1..8
-        Warps, each with one MMA4 core: peak 64 * cores FMA per clock.
+        Warps, each with one MMA4 core: peak ``lanes * cores`` FMA per clock.
     mem_words : int
+    lanes : 64, 32 or 16
+        Each core's multipliers (:class:`rtl.mma4.MMA4`).
     """
 
-    def __init__(self, *, cores: int = 1, mem_words: int = 32768):
+    def __init__(self, *, cores: int = 1, mem_words: int = 32768, lanes: int = 64):
         if not 1 <= cores <= 8:
             raise ValueError(f"Cores must be 1 to 8, not {cores!r}")
         if mem_words < 64 or mem_words & (mem_words - 1) or mem_words > (1 << ADDR_BITS):
             raise ValueError(f"Memory words must be a power of two in 64..2**{ADDR_BITS}, not {mem_words!r}")
         self._cores, self._mem_words = cores, mem_words
-        self.warps = [MatmulTWarp() for _ in range(cores)]
+        self._lanes = lanes
+        self.warps = [MatmulTWarp(lanes=lanes) for _ in range(cores)]
         super().__init__({
             "cfg": In(GemmConfig), "start": In(1),
             "busy": Out(1), "done": Out(1), "cycles": Out(32), "beats": Out(32), "tiles_done": Out(2 * TILE_BITS),
@@ -344,6 +348,10 @@ class GemmTop(wiring.Component):
     @property
     def cores(self):
         return self._cores
+
+    @property
+    def lanes(self):
+        return self._lanes
 
     @property
     def mem_words(self):

@@ -16,7 +16,7 @@ from .formats import (FP16, FP32, Fields, FormatSel, Kind, Mode, UnpackAddend, f
                       unpack_fields, unpack_finish)
 
 __all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry", "Kind", "Mode", "KDEPTH",
-           "MAX_BEATS", "PASSES", "ElementPick"]
+           "MAX_BEATS", "PASSES", "LANES", "ElementPick"]
 
 MAX_BEATS = 4                   # a group fuses at most 4 beats: one Hopper block of the kind
 #: k depth of one beat per kind: a and b hold 256 bits each, A 4 x KDEPTH and B KDEPTH x 4.
@@ -24,6 +24,9 @@ KDEPTH = {Kind.FP16: 4, Kind.BF16: 4, Kind.TF32: 2, Kind.FP8: 8, Kind.INT8: 8}
 #: Clocks (passes through the 64 multipliers) a beat takes per kind.
 PASSES = {k: max(1, d // 4) for k, d in KDEPTH.items()}
 MAX_PASSES = MAX_BEATS * max(PASSES.values())
+#: Products per clock a core may be built with: a pass's 64 products go through ``lanes``
+#: multipliers in ``64 // lanes`` clocks, a slice of whole output rows each clock.
+LANES = (64, 32, 16)
 # A group is one Hopper block: 4 beats of the kind are its block width.
 for _kind, _name in ((Kind.FP16, "fp16"), (Kind.TF32, "tf32"), (Kind.FP8, "fp8"), (Kind.INT8, "int8")):
     assert HOPPER.step(_name).block == MAX_BEATS * KDEPTH[_kind], _name
@@ -91,6 +94,26 @@ class BeatEntry(data.Struct):
     c_pe: data.ArrayLayout(E_WIDTH, 16)
 
 
+#: The :class:`BeatEntry` fields that hold rows of D (row-major): a slice holds 1/slices of
+#: each; B's are whole in every slice.
+ROW_FIELDS = ("a_sig", "a_neg", "pe", "c_sig", "c_neg", "c_pe")
+
+
+def slice_entry(slices: int) -> data.StructLayout:
+    """What the significand FIFO keeps per slice of a pass in a core of ``64 // slices``
+    lanes: :class:`BeatEntry` with its row fields cut to ``1 / slices``."""
+    if slices == 1:
+        return data.Layout.cast(BeatEntry)
+    fields = {}
+    for name, field in data.Layout.cast(BeatEntry):
+        shape = field.shape
+        if name in ROW_FIELDS:
+            shape = (data.ArrayLayout(shape.elem_shape, shape.length // slices)
+                     if isinstance(shape, data.ArrayLayout) else field.width // slices)
+        fields[name] = shape
+    return data.StructLayout(fields)
+
+
 class GroupEntry(data.Struct):
     """What the exponent lane learns of a whole group: each output's block exponent E (biased,
     FP16 floor applied; fixed for INT8), its special result (0 none, 1 NaN, 2 +Inf, 3 -Inf),
@@ -103,10 +126,14 @@ class GroupEntry(data.Struct):
 
 
 class Ctl(data.Struct):
-    """The control that travels with a pass through the significand pipeline."""
+    """The control that travels with a slice of a pass through the significand pipeline:
+    the pass is its group's first / last, the slice is its pass's first (``load``: the pass
+    is read out of the FIFO) / last (``end``).  A 64-lane core's pass is one slice."""
 
     first: 1
     last: 1
+    load: 1
+    end: 1
 
 
 class XCtl(data.Struct):
@@ -242,9 +269,16 @@ class MMA4(wiring.Component):
       normalise/round unit (which passes an INT8 result through, wrapped or clamped), and an
       output FIFO (block RAM) and the register ``o`` is driven from.
 
-    Rates, with ``o.ready`` high: 64 FP16/BF16 products per clock, 32 TF32 (a beat is two k
-    slices: the Hopper ratio), 64 FP8/INT8 (a beat of 128 products takes two clocks: Hopper
-    has twice the FP16 rate there; a second set of multipliers would be needed to match).
+    Rates, with ``o.ready`` high and ``lanes`` = 64: 64 FP16/BF16 products per clock, 32 TF32
+    (a beat is two k slices: the Hopper ratio), 64 FP8/INT8 (a beat of 128 products takes two
+    clocks: Hopper has twice the FP16 rate there; a second set of multipliers would be needed to
+    match).  A core of ``lanes`` = 32 or 16 has that many multipliers, adder trees' worth of
+    products, accumulators' and rounders' worth of outputs: it sends each pass through them in
+    ``64 // lanes`` slices of ``lanes // 16`` rows of D, one slice per clock, and accepts a pass
+    every ``64 // lanes`` clocks (:meth:`beat_clocks`); the exponent lane and the FIFOs are the
+    same.  Each output's accumulator is then a chain of ``64 // lanes`` registers (a slice's
+    running sum comes back round when its next pass does), and the rounders' results are
+    gathered into a whole D before the output FIFO.  The bits are the same for every ``lanes``.
 
     Nothing in the significand lane stalls: a group is started only when the output FIFO has a
     place for its result, so backpressure on ``o`` holds beats in the FIFOs, and ``i.ready``
@@ -252,9 +286,10 @@ class MMA4(wiring.Component):
     registers have no reset; valid bits, pointers and counters do.
 
     Latency (:meth:`latency_of`): with no stalls D leaves :attr:`LATENCY` = 25 clocks after the
-    cycle its group's last beat was accepted, plus one per further pass of the group: +0
-    single-beat and +3 fused for the 16-bit kinds and TF32, +1 single-beat and +7 fused for
-    the 8-bit kinds (a group's passes cross the multipliers after its last beat has arrived).
+    cycle its group's last beat was accepted, plus one per further slice of the group: with
+    64 lanes +0 single-beat and +3 fused for the 16-bit kinds and TF32, +1 single-beat and +7
+    fused for the 8-bit kinds (a group's passes cross the multipliers after its last beat has
+    arrived); ``64 // lanes`` times as many slices with fewer lanes.
 
     Parameters
     ----------
@@ -267,6 +302,8 @@ class MMA4(wiring.Component):
         each term cleared: Ampere 2**(E-24), Volta 2**(E-23)) and E is floored at its FP16
         floor (-20, -19).  TF32, FP8 and INT8 keep Hopper's rules (the other generations are
         not modelled for them).
+    lanes : 64, 32 or 16
+        Multipliers (products per clock); a pass takes ``64 // lanes`` clocks.
 
     Members
     -------
@@ -291,12 +328,19 @@ class MMA4(wiring.Component):
     # What the FIFOs hold; a control-only model (formal/) overrides them with tags.
     _beat_layout, _group_layout, _word_layout = BeatEntry, GroupEntry, DTile
 
-    def __init__(self, *, dsp: str = "generic", arch: str = "hopper"):
+    def __init__(self, *, dsp: str = "generic", arch: str = "hopper", lanes: int = 64):
         if dsp not in ("generic", "ecp5"):
             raise ValueError(f"dsp must be 'generic' or 'ecp5', not {dsp!r}")
         if arch not in ARCHS:
             raise ValueError(f"arch must be one of {', '.join(ARCHS)}, not {arch!r}")
-        self._dsp = dsp
+        if lanes not in LANES:
+            raise ValueError(f"lanes must be one of {', '.join(map(str, LANES))}, not {lanes!r}")
+        self._dsp, self._lanes = dsp, lanes
+        self._slices = 64 // lanes                        # clocks a pass takes
+        self._outs = lanes // 4                           # outputs (D elements) per slice
+        if self._slices > 1:    # the FIFO keeps slices (one BeatEntry's worth of rows each)
+            self._beat_layout = slice_entry(self._slices)
+            self.BEATS = self.GROUPS * MAX_PASSES * self._slices
         step = ARCHS[arch].step("fp16")
         self._max_beats = step.block // 4                 # beats of a 16-bit group
         self._grid_bits = GRID - step.grid                # low term bits the grid drops
@@ -310,13 +354,25 @@ class MMA4(wiring.Component):
     def latency(self):
         return self.LATENCY
 
+    @property
+    def lanes(self):
+        return self._lanes
+
     @classmethod
-    def latency_of(cls, kind: Kind = Kind.FP16, beats: int = 1) -> int:
+    def beat_clocks(cls, kind: Kind = Kind.FP16, lanes: int = 64) -> int:
+        """Clocks one beat of ``kind`` takes through a core of ``lanes`` multipliers (no
+        stalls): its passes times ``64 // lanes``."""
+        if lanes not in LANES:
+            raise ValueError(f"lanes must be one of {', '.join(map(str, LANES))}, not {lanes!r}")
+        return PASSES[Kind(kind)] * (64 // lanes)
+
+    @classmethod
+    def latency_of(cls, kind: Kind = Kind.FP16, beats: int = 1, lanes: int = 64) -> int:
         """Clocks from the acceptance of a group's last beat to its D on ``o`` (no stalls):
-        :attr:`LATENCY` plus one per pass of the group after its first."""
+        :attr:`LATENCY` plus one per slice of the group after its first."""
         if not 1 <= beats <= MAX_BEATS:
             raise ValueError(f"a group has 1 to {MAX_BEATS} beats, not {beats}")
-        return cls.LATENCY + beats * PASSES[Kind(kind)] - 1
+        return cls.LATENCY + beats * cls.beat_clocks(kind, lanes) - 1
 
     @staticmethod
     def kdepth(kind) -> int:
@@ -365,6 +421,11 @@ class MMA4(wiring.Component):
         cap = Mux(wide, self._max_beats - 1, MAX_BEATS - 1)
         last = beat_end & (beat.last | (beat_no == cap))
         space = ~first | (groups < self.GROUPS)
+        if self._slices > 1:    # a pass every `slices` clocks: the significand lane's rate
+            gap = Signal(range(self._slices))   # clocks until the next pass may enter
+            space &= gap == 0
+            m.d.sync += gap.eq(Mux(self.i.valid & space, self._slices - 1,
+                                   Mux(gap == 0, 0, gap - 1)))
         # While valid is low, ready says only whether a group may start (the payload, which
         # says whether a pass ends its beat, means nothing then).
         m.d.comb += self.i.ready.eq(space & (beat_end | ~self.i.valid))
@@ -393,8 +454,11 @@ class MMA4(wiring.Component):
         x3, aux3 = _reg(m, ent, "x3_ent"), _reg(m, aux, "x3_aux")
         ctl, v = _reg(m, ctl, "x3_ctl"), _valid(m, v, "x3_valid")
         wp = Signal(range(self.BEATS))
-        m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(x3), sig_wr.en.eq(v)]
-        m.d.sync += wp.eq(Mux(v, wp + 1, wp))
+        if self._slices == 1:
+            m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(x3), sig_wr.en.eq(v)]
+            m.d.sync += wp.eq(Mux(v, wp + 1, wp))
+        else:
+            self._serialize(m, x3, v, sig_wr, wp)
 
         # X4..X6: the pass's reduction; the group's at X6, whose last pass pushes the group.
         x6 = self._beat_reduce(m, x3, aux3, first=ctl.first, f16=ctl.mode.acc_f16)
@@ -407,6 +471,44 @@ class MMA4(wiring.Component):
         m.d.comb += [grp_wr.addr.eq(gwp), grp_wr.data.eq(ent), grp_wr.en.eq(v & ctl.last)]
         m.d.sync += gwp.eq(Mux(v & ctl.last, gwp + 1, gwp))
         self._grp_pushed = v & ctl.last
+
+    def _serialize(self, m, x3, v, sig_wr, wp):
+        """Write the X3 pass into the significand FIFO as ``slices`` entries on consecutive
+        clocks (a pass comes every ``slices`` clocks): the first slice straight from X3, the
+        others from a register that holds the rest of the pass, rotated down a slice a clock.
+        The FIFO is then as deep as ``slices`` passes and a ``slices``-th as wide, in the
+        same block RAMs as one pass a row would be: block RAMs are 36 bits wide at most, and
+        a pass is ~1,500 bits."""
+        rest = Signal(range(self._slices))          # slices of the held pass still to write
+        held = self._rotator(m, x3, v, "x3_held")
+        src = Mux(v, x3.as_value(), held.as_value())
+        layout = data.Layout.cast(self._beat_layout)
+        parts = []                                  # slice 0 of src in the slice layout
+        for name, field in data.Layout.cast(BeatEntry):
+            parts.append(src[field.offset:field.offset + layout[name].width])
+        en = v | (rest != 0)
+        m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(Cat(*parts)), sig_wr.en.eq(en)]
+        m.d.sync += [wp.eq(Mux(en, wp + 1, wp)), rest.eq(Mux(v, self._slices - 1, Mux(rest == 0, 0, rest - 1)))]
+
+    def _rotator(self, m, value, load, name):
+        """A register of ``value``'s layout: where ``load``, ``value`` with its rows rotated
+        down by one slice (:meth:`_rotated`), else itself so rotated: its first rows are then
+        the next slice's."""
+        reg = Signal(value.shape(), name=name, reset_less=True)
+        m.d.sync += reg.eq(Mux(load, self._rotated(value), self._rotated(reg)))
+        return reg
+
+    def _rotated(self, value, fields=ROW_FIELDS):
+        """``value`` with its ``fields`` (arrays over rows of D, row-major) rotated down by one
+        slice's rows (wiring only)."""
+        bits, parts = Value.cast(value), []
+        for fname, field in data.Layout.cast(value.shape()):
+            f = bits[field.offset:field.offset + field.width]
+            if fname in fields:
+                step = field.width // self._slices
+                f = Cat(f[step:], f[:step])
+            parts.append(f)
+        return Cat(*parts)
 
     # ---- exponent lane: data ---------------------------------------------------------------
     def _operand_bits(self, m, beat, sel, mode):
@@ -530,28 +632,55 @@ class MMA4(wiring.Component):
         go = go_first | in_grp
         # The significand FIFO's read port is always enabled: its data is used only the clock
         # after go (l0_valid), and an enable would be one net to every block RAM and register.
-        m.d.comb += [started.eq(go_first), grp_rd.addr.eq(grp_rp), sig_rd.addr.eq(sig_rp)]
+        m.d.comb += [started.eq(go_first), grp_rd.addr.eq(grp_rp)]
         m.d.sync += [ready.eq(_step(ready, self._grp_pushed, go_first)),
-                     credits.eq(_step(credits, pop, go_first)),
-                     sig_rp.eq(Mux(go, sig_rp + 1, sig_rp))]
+                     credits.eq(_step(credits, pop, go_first))]
         grp = Signal(self._group_layout, reset_less=True)    # the group now in L0
-        with m.If(go_first):
-            m.d.sync += [grp.eq(head), grp_rp.eq(grp_rp + 1), in_grp.eq(head.n != 0),
-                         left.eq(head.n)]
-        with m.Elif(in_grp):
-            m.d.sync += left.eq(left - 1)
-            with m.If(left == 1):
-                m.d.sync += in_grp.eq(0)
         ctl = Signal(Ctl)
-        m.d.comb += [ctl.first.eq(go_first), ctl.last.eq(Mux(go_first, head.n == 0, left == 1))]
+        if self._slices == 1:           # one slice a pass: a pass every clock of the group
+            with m.If(go_first):
+                m.d.sync += [grp.eq(head), grp_rp.eq(grp_rp + 1), in_grp.eq(head.n != 0),
+                             left.eq(head.n)]
+            with m.Elif(in_grp):
+                m.d.sync += left.eq(left - 1)
+                with m.If(left == 1):
+                    m.d.sync += in_grp.eq(0)
+            m.d.comb += [ctl.first.eq(go_first), ctl.last.eq(Mux(go_first, head.n == 0, left == 1)),
+                         ctl.load.eq(1), ctl.end.eq(1)]
+        else:                           # `slices` clocks a pass; left: passes after this one
+            sub = Signal(range(self._slices))       # the slice issued next (in_grp)
+            pass0 = Signal()                        # ... belongs to the group's first pass
+            end = in_grp & (sub == self._slices - 1)
+            with m.If(go_first):
+                m.d.sync += [grp.eq(head), grp_rp.eq(grp_rp + 1), in_grp.eq(1), left.eq(head.n),
+                             sub.eq(1), pass0.eq(1)]
+            with m.Elif(in_grp):
+                m.d.sync += sub.eq(sub + 1)         # wraps: slices is a power of two
+                with m.If(end):
+                    m.d.sync += [left.eq(left - 1), pass0.eq(0)]
+                    with m.If(left == 0):
+                        m.d.sync += in_grp.eq(0)
+            m.d.comb += [ctl.first.eq(go_first | pass0), ctl.last.eq(Mux(go_first, head.n == 0, left == 0)),
+                         ctl.load.eq(go_first | (in_grp & (sub == 0))), ctl.end.eq(end)]
+        # The FIFO holds one entry per slice: one is read every clock of a group.
+        m.d.comb += sig_rd.addr.eq(sig_rp)
+        m.d.sync += sig_rp.eq(Mux(go, sig_rp + 1, sig_rp))
         # L0 holds the block RAM's data (its own output register, or the fabric's): the RAM's
         # clock-to-out is then not in front of the shift-amount subtractions.
         v0, ctl0 = _valid(m, go, "l0_valid"), _reg(m, ctl, "l0_ctl")
-        return (_valid(m, v0, "l1_valid"), _reg(m, ctl0, "l1_ctl"), _reg(m, grp, "l1_grp"),
-                _reg(m, sig_rd.data, "l1_ent"))
+        ent1 = _reg(m, sig_rd.data, "l1_ent")
+        if self._slices == 1:
+            grp1 = _reg(m, grp, "l1_grp")
+        else:   # L1 takes the group's E on a pass's first slice, then the next slice's rows
+            grp1 = Signal(self._group_layout, name="l1_grp", reset_less=True)
+            m.d.sync += grp1.eq(Mux(ctl0.load, grp, self._rotated(grp1, ("e", "special"))))
+        return _valid(m, v0, "l1_valid"), _reg(m, ctl0, "l1_ctl"), grp1, ent1
 
     # ---- significand lane ------------------------------------------------------------------
     def _significands(self, m, v1, ctl1, grp, ent, out_wr):
+        # The slice's outputs are the first n of grp's and ent's arrays (see _slicer), its A
+        # elements the first n, B all 16.
+        n = self._outs
         # L1: shift amounts E - pe (saturated at 31: nothing survives past 27), and each
         # output's rounding clamp F.  An INT8 C is added as it is (no shift).
         def sat(e, pe):
@@ -563,21 +692,21 @@ class MMA4(wiring.Component):
         m.d.comb += [flags.f16.eq(mode.acc_f16), flags.fp8.eq(mode.kind == Kind.FP8),
                      flags.int8.eq(mode.kind == Kind.INT8), flags.sat.eq(mode.sat),
                      flags.wide.eq((mode.kind == Kind.FP16) | (mode.kind == Kind.BF16))]
-        d = [sat(grp.e[p // 4], ent.pe[p]) for p in range(64)]
-        dc = [Mux(flags.int8, 0, sat(grp.e[x], ent.c_pe[x])) for x in range(16)]
-        f = [RoundPack.clamp_of(grp.e[x], mode.acc_f16) for x in range(16)]
-        vs, ctls, push = self._lane_control(m, v1, ctl1)
+        d = [sat(grp.e[p // 4], ent.pe[p]) for p in range(4 * n)]
+        dc = [Mux(flags.int8, 0, sat(grp.e[x], ent.c_pe[x])) for x in range(n)]
+        f = [RoundPack.clamp_of(grp.e[x], mode.acc_f16) for x in range(n)]
+        vs, ctls, push, push_word = self._lane_control(m, v1, ctl1)
         d2, dc2, f2 = _reg(m, d, "l2_d"), _reg(m, dc, "l2_dc"), _reg(m, f, "l2_f")
-        sp2, fl2 = _reg(m, [grp.special[x] for x in range(16)], "l2_sp"), _reg(m, flags, "l2_flags")
-        a2, an2 = _reg(m, [ent.a_sig[x] for x in range(16)], "l2_a"), _reg(m, ent.a_neg, "l2_an")
+        sp2, fl2 = _reg(m, [grp.special[x] for x in range(n)], "l2_sp"), _reg(m, flags, "l2_flags")
+        a2, an2 = _reg(m, [ent.a_sig[x] for x in range(n)], "l2_a"), _reg(m, ent.a_neg[:n], "l2_an")
         b2, bn2 = _reg(m, [ent.b_sig[x] for x in range(16)], "l2_b"), _reg(m, ent.b_neg, "l2_bn")
-        c2, cn2 = _reg(m, [ent.c_sig[x] for x in range(16)], "l2_c"), _reg(m, ent.c_neg, "l2_cn")
-        ch2 = _reg(m, [ent.c_pe[x][:8] for x in range(16)], "l2_ch")     # INT8: C's high byte
+        c2, cn2 = _reg(m, [ent.c_sig[x] for x in range(n)], "l2_c"), _reg(m, ent.c_neg[:n], "l2_cn")
+        ch2 = _reg(m, [ent.c_pe[x][:8] for x in range(n)], "l2_ch")     # INT8: C's high byte
 
         # L2 -> L5: the DSPs (their own three registers); beside them the addend's two-level
         # shift and the group's per-output data.
         prods, qs, negs = [], [], []
-        for p in range(64):
+        for p in range(4 * n):
             x, k = divmod(p, 4)
             i, j = divmod(x, 4)
             mul = m.submodules[f"mul{p}"] = Multiplier(arch=self._dsp)
@@ -589,14 +718,14 @@ class MMA4(wiring.Component):
         q5, n5 = qs, negs
         for s in (3, 4, 5):
             q5, n5 = _reg(m, q5, f"l{s}_q"), _reg(m, n5, f"l{s}_neg")
-        c3 = _reg(m, [addend_shift(m, c2[x].shift_left(ADDEND_SHIFT), dc2[x], 0) for x in range(16)], "l3_c")
+        c3 = _reg(m, [addend_shift(m, c2[x].shift_left(ADDEND_SHIFT), dc2[x], 0) for x in range(n)], "l3_c")
         dc3, cn3, ch3 = _reg(m, dc2, "l3_dc"), _reg(m, cn2, "l3_cn"), _reg(m, ch2, "l3_ch")
         grp_data = {2: [f2, sp2, fl2]}
         for s in (3, 4, 5):
             grp_data[s] = _reg(m, grp_data[s - 1], f"l{s}_grp")
         fl3 = grp_data[3][2]
         cx4 = []
-        for x in range(16):
+        for x in range(n):
             t = coarse(addend_shift(m, c3[x], dc3[x], 1), fl3.fp8, fl3.wide, self._grid_bits)
             fp = Cat(t ^ cn3[x].replicate(ADDEND_TERM_BITS), cn3[x]).as_signed()
             # INT8: c3 is C's low 24 bits << ADDEND_SHIFT, unshifted (dc = 0).
@@ -611,7 +740,7 @@ class MMA4(wiring.Component):
         fp8_5, wide_5 = grp_data[5][2].fp8, grp_data[5][2].wide
         base = self._grid_bits          # the generation's grid for the 16-bit kinds (Hopper: 0)
         ab6, owe6 = [], []
-        for x in range(16):
+        for x in range(n):
             t = [product_term(prods[4 * x + k], q5[4 * x + k], n5[4 * x + k], fp8_5, wide_5, base) for k in range(4)]
             nk = n5[4 * x:4 * x + 4]
             ab6.append(Cat(add_cin(t[0], t[1], nk[0], 29), add_cin(t[2], t[3], nk[2], 29)))
@@ -622,7 +751,7 @@ class MMA4(wiring.Component):
 
         # L6 -> L7: A + B + C as a carry-save step and one chain.
         s7 = []
-        for x in range(16):
+        for x in range(n):
             a = extend(ab6[x][0:29].as_signed(), ACC_WIDTH)
             b = extend(ab6[x][29:58].as_signed(), ACC_WIDTH)
             c = extend(cx6[x], ACC_WIDTH)
@@ -632,38 +761,52 @@ class MMA4(wiring.Component):
         cn7 = _reg(m, cn6, "l7_cn")
         grp7 = _reg(m, grp6, "l7_grp")
 
-        # L7 -> N0: the accumulator.  Its feedback register is cleared (a synchronous clear, no
-        # LUT) when the next clock brings a group's first pass.
+        # L7 -> N0: the accumulator.  Its feedback is a chain of one register per slice (a
+        # slice's sum comes back when its next pass does: a group's slices are back to back),
+        # whose first register is cleared (a synchronous clear, no LUT) when the slice that
+        # will read it is of a group's first pass (``slices`` stages behind L7).
+        r = self._slices
+        clear = vs[7 - r] & ctls[7 - r].first
         acc_out = []
-        for x in range(16):
-            fb = Signal(signed(ACC_WIDTH), name=f"acc_fb{x}", reset_less=True)
-            new = add_cin(fb, s7[x], cn7[x], ACC_WIDTH)
-            m.d.sync += fb.eq(Mux(vs[6] & ctls[6].first, 0, new))
+        for x in range(n):
+            fb = [Signal(signed(ACC_WIDTH), name=f"acc_fb{x}" + (f"_{s}" if s else ""), reset_less=True)
+                  for s in range(r)]
+            new = add_cin(fb[-1], s7[x], cn7[x], ACC_WIDTH)
+            m.d.sync += [fb[0].eq(Mux(clear, 0, new))] + [fb[s].eq(fb[s - 1]) for s in range(1, r)]
             acc_out.append(new)
         acc0 = _reg(m, acc_out, "n0_acc")
         f0, sp0, fl0 = _reg(m, grp7, "n0_grp")
 
         # N1..N5 and the pack: one rounder per output, into the output FIFO.
         word = []
-        for x in range(16):
+        for x in range(n):
             rp = m.submodules[f"round{x}"] = RoundPack()
             m.d.comb += [rp.acc.eq(acc0[x]), rp.f.eq(f0[x]), rp.f16.eq(fl0.f16),
                          rp.special.eq(sp0[x]), rp.cut13.eq(fl0.fp8 & ~fl0.f16),
                          rp.int8.eq(fl0.int8), rp.sat.eq(fl0.sat)]
             word.append(rp.bits)
-        self._push(m, out_wr, push, Cat(*word))
+        word = Cat(*word)
+        if r > 1:       # the last pass's slices, gathered into one D: the first lowest
+            held = Signal(len(word) * (r - 1), name="n5_held", reset_less=True)
+            with m.If(push):
+                m.d.sync += held.eq(Cat(held[len(word):], word))
+            word = Cat(held, word)
+        self._push(m, out_wr, push_word, word)
 
     def _lane_control(self, m, v1, ctl1):
-        """Valid bit and :class:`Ctl` of each significand-lane stage, L1..L7, and the valid of
-        a group's result through N0 (the accumulator) and the rounder's stages: the clock its
-        word is written into the output FIFO."""
+        """Valid bit and :class:`Ctl` of each significand-lane stage, L1..L7; the valid of a
+        group's result slice through N0 (the accumulator) and the rounder's stages, and of its
+        last slice: the clock its D is written into the output FIFO."""
         vs, ctls = {1: v1}, {1: ctl1}
         for s in range(2, 8):
             vs[s], ctls[s] = _valid(m, vs[s - 1], f"l{s}_valid"), _reg(m, ctls[s - 1], f"l{s}_ctl")
         push = _valid(m, vs[7] & ctls[7].last, "n0_valid")
+        end = _reg(m, ctls[7].end, "n0_end") if self._slices > 1 else None
         for s in range(RoundPack.STAGES):
             push = _valid(m, push, f"n{s + 1}_valid")
-        return vs, ctls, push
+            if self._slices > 1:
+                end = _reg(m, end, f"n{s + 1}_end")
+        return vs, ctls, push, (push & end if self._slices > 1 else push)
 
     def _push(self, m, out_wr, push, word):
         self._out_push = push

@@ -12,14 +12,14 @@ group is at least one beat, so group g's first beat is word g or later and has b
 No clock of the run needs its driver, so a simulator runs the core at its own speed (a
 cocotb bench that steps every clock runs a few thousand clocks a second).
 
-Throughput: one beat per clock (the core's rate).  Latency: the core's, plus one clock for
+Throughput: the core's (one beat per clock with 64 lanes).  Latency: the core's, plus one clock for
 the memory read.
 
 Parameters
 ----------
 depth : int
     Memory words (beats of one run), a power of two.
-dsp, arch : the core's (:class:`rtl.mma4.MMA4`).
+dsp, arch, lanes : the core's (:class:`rtl.mma4.MMA4`).
 
 Members
 -------
@@ -41,11 +41,12 @@ WORD_BITS = data.Layout.cast(Beat).size
 
 
 class BeatPlayer(wiring.Component):
-    def __init__(self, *, depth: int = 2048, dsp: str = "generic", arch: str = "hopper"):
+    def __init__(self, *, depth: int = 2048, dsp: str = "generic", arch: str = "hopper",
+                 lanes: int = 64):
         if depth < 16 or depth & (depth - 1):
             raise ValueError(f"Depth must be a power of two >= 16, not {depth!r}")
         self._depth = depth
-        self.core = MMA4(dsp=dsp, arch=arch)
+        self.core = MMA4(dsp=dsp, arch=arch, lanes=lanes)
         n = depth.bit_length()          # 0 .. depth
         super().__init__({"start": In(1), "count": In(n), "expect": In(n),
                           "done": Out(1), "busy": Out(1)})

@@ -132,5 +132,6 @@ def bench_options(through: str, params: dict | None = None) -> dict:
     from rtl.wmma import WmmaSequencer
     params = dict(PATHS[through][2] if params is None else params)
     if through == "core":
-        return {"latency": MMA4.latency_of()}
+        # The bench adds the clocks of a group's further slices itself, from ``lanes``.
+        return {"latency": MMA4.LATENCY, "lanes": params.get("lanes", 64)}
     return {"mma_cycles": WmmaSequencer.mma_cycles_of()}

@@ -75,8 +75,10 @@ class GemmRunner:
         a_base, b_base, d_base, end = layout(m, n, k, acc_f16, a.itemsize)
         h = handover()
         if budget is None:
-            # Clocks scale with K / kstep steps of 64 beats, 2 clocks a beat for 8-bit kinds.
-            k_clocks = k * 16 // kstep * (2 if a.itemsize == 1 else 1)
+            # Clocks scale with K / kstep steps of 64 beats, 2 clocks a beat for 8-bit kinds,
+            # 64 // lanes times as many on a core of fewer lanes.
+            k_clocks = (k * 16 // kstep * (2 if a.itemsize == 1 else 1)
+                        * (64 // h.params.get("lanes", 64)))
             budget = clock_budget(m, n, k_clocks, h.param("cores"), extra, h.option("clock_budget"))
         if not preloaded:
             await self.preload(a, b, acc_f16)

@@ -7,13 +7,15 @@ Driver, monitor, model and checker are separate small classes.  Tests:
 * ``random_stalls``: random tiles in every kernel (FP16, BF16, TF32, FP8, INT8) and both
   group modes with random valid/ready stalls on both sides.
 * ``throughput_latency``: with no stalls, a beat is accepted every clock (every two for the
-  8-bit kinds: 64 products per clock) and D leaves at the mode's rate, exactly ``latency`` plus
-  one clock per further pass of the group after its last beat.
+  8-bit kinds: 64 products per clock; ``64 // lanes`` times as many clocks with fewer lanes)
+  and D leaves at the mode's rate, exactly ``latency`` plus one clock per further slice of
+  the group after its last beat.
 * ``reset_midstream``: a reset in the middle of a stream leaves no stale or X output.
 * ``groups_and_format_changes``: groups of 1 to 4 beats in random kernels, back to back.
 
 The hand-over (:mod:`tb.handover`) gives the design's documented latency (option
-``latency``), the job test's stall probability (``stall``) and the random tests' ``seed``.
+``latency``) and multipliers (``lanes``), the job test's stall probability (``stall``) and the
+random tests' ``seed``.
 """
 
 from __future__ import annotations
@@ -265,11 +267,12 @@ async def throughput_latency(dut):
     """No stalls: a beat in every clock (8-bit kinds: every two); D out at the mode's rate,
     ``latency`` plus one clock per further pass after the group's last beat."""
     latency = _option("latency", -1)
+    slices = 64 // _option("lanes", 64)     # clocks a pass takes (the core's lanes)
     rng = np.random.default_rng(2)
     h = Harness(dut)
     await h.start()
     for in_fmt, out_fmt in (("fp16", "fp32"), ("tf32", "fp32"), ("e4m3", "fp32"), ("s8", "s32")):
-        mode, per_beat = Mode(in_fmt, out_fmt), BEAT_CLOCKS[in_fmt]
+        mode, per_beat = Mode(in_fmt, out_fmt), BEAT_CLOCKS[in_fmt] * slices
         for fused, beats in ((False, 1), (True, 4)):
             a, b, c = random_tiles(rng, 2, mode.kd * beats, in_fmt, out_fmt)
             a4, b4, c4, last = block_beats(a, b, c, 0, fused, mode.kd)

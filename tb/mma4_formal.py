@@ -88,7 +88,7 @@ class MMA4Control(MMA4):
         m.d.comb += ent.tag.eq(tag)
 
     def _significands(self, m, v1, ctl1, grp, ent, out_wr):
-        vs, ctls, push = self._lane_control(m, v1, ctl1)
+        vs, ctls, _, push = self._lane_control(m, v1, ctl1)
         word = Cat(ent.tag, grp.tag)
         # L2..L7, N0 (the accumulator), N1.. the rounder's stages: the real lane's registers
         # (a wrong count here would put the word beside another group's push, and fail).

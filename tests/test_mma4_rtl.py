@@ -219,3 +219,53 @@ def test_lowprec_silicon_through_core(sim, few):
     for (name, p), (d, _) in zip(probs, results):
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{name} {p.kernel.name} on {sim}: {bad} of {d.size} outputs differ from the H200"
+
+
+# --- cores of fewer lanes ---------------------------------------------------------------------
+
+def test_lanes_parameter_timing_and_refusal():
+    """A pass takes 64 // lanes clocks: beats of every kind and group latencies follow."""
+    from rtl.mma4 import Kind
+    assert [MMA4.beat_clocks(k, 16) for k in (Kind.FP16, Kind.TF32, Kind.FP8, Kind.INT8)] == [4, 4, 8, 8]
+    assert MMA4.beat_clocks(Kind.FP8, 32) == 4 and MMA4.beat_clocks(Kind.BF16, 64) == 1
+    assert MMA4.latency_of(Kind.FP16, 4, lanes=16) == MMA4.LATENCY + 15
+    assert MMA4.latency_of(Kind.FP8, 1, lanes=32) == MMA4.LATENCY + 3
+    assert MMA4(lanes=16).lanes == 16
+    with pytest.raises(ValueError, match="lanes must be one of 64, 32, 16"):
+        MMA4(lanes=8)
+
+
+def test_bench_of_a_16_lane_core():
+    """The 16-lane core on Verilator: random stalls in every kernel, a beat every 4 clocks (8
+    for the 8-bit kinds) and the exact latency, reset in mid-stream, groups of 1 to 4 beats;
+    then silicon tiles of every low-precision file and of the FP16/BF16 kernels through it
+    (with stalls, so through the same build), bit for bit."""
+    params = {"lanes": 16}
+    run_bench("verilator", "mma4", "tb.mma4_bench",
+              ["random_stalls", "throughput_latency", "reset_midstream", "groups_and_format_changes"],
+              params=params, quiet=True, options={"latency": LATENCY, "lanes": 16, "seed": 12})
+    probs = _lowprec_few(k_per_file=32, most=1) + [
+        ("h200_targeted.npz", problem(load(SILICON / "h200_targeted.npz"), k, 2))
+        for k in ("f16_f32", "bf16_f32", "f16_f16")]
+    results = run_many("core", "verilator", [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
+                                              p.kernel.b_fmt, p.kernel.saturate) for _, p in probs],
+                       stall=0.1, seed=3, params=params)
+    for (name, p), (d, _) in zip(probs, results):
+        bad = int((d != p.expected).sum())
+        assert bad == 0, f"{name} {p.kernel.name} (16 lanes): {bad} of {d.size} outputs differ"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lanes", [16, 32])
+def test_silicon_through_cores_of_fewer_lanes(lanes):
+    """Every tile of every low-precision capture and the FP16/BF16 files of CASES through a
+    core of 16 or 32 lanes (the beat player, no stalls), every bit equal to the H200's."""
+    probs = _lowprec_problems() + [(name, problem(load(SILICON / name), k, tiles))
+                                   for name, tiles in CASES["verilator"]
+                                   for k in ("f16_f32", "bf16_f32", "f16_f16")]
+    results = run_many("core", "verilator", [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
+                                              p.kernel.b_fmt, p.kernel.saturate) for _, p in probs],
+                       params={"lanes": lanes})
+    for (name, p), (d, info) in zip(probs, results):
+        bad = int((d != p.expected).sum())
+        assert bad == 0, f"{name} {p.kernel.name} ({lanes} lanes): {bad} of {d.size} outputs differ"
