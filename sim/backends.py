@@ -33,13 +33,13 @@ class BackendError(RuntimeError):
 
 
 def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through="core",
-              waves=False, b_fmt=None, instr="mma", saturate=False, promote=None):
+              waves=False, b_fmt=None, instr="mma", saturate=False, promote=None, lanes=64):
     """Compute D = A·B + C for a batch of 16x16 output tiles on ``backend``.
 
     ``in_fmt`` .. ``promote`` are :func:`golden.mma.mma`'s; the RTL backends take every
     Hopper kernel through the core (FP8 as ``wgmma`` computes it, no ``promote``) and FP16 /
     BF16 through the warp path.  Returns ``(d, info)``; ``info`` has ``cycles`` and ``waves``
-    (a path) for RTL backends.
+    (a path) for RTL backends.  ``lanes``: the multipliers of the core (``--through core``).
     """
     from golden import get_arch
 
@@ -80,6 +80,12 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
                            saturate=saturate, waves=waves)
         except (SimError, ValueError) as e:
             raise BackendError(str(e)) from None
+    if lanes != 64:
+        if through != "core":
+            raise BackendError(f"--lanes {lanes} runs tiles --through core (or whole GEMMs --through "
+                               "gemm); the warp design has a 64-lane core")
+        from .core import DEFAULT_PARAMS
+        params = {**(params or DEFAULT_PARAMS), "lanes": lanes}
     if through not in ("core", "wmma"):
         raise BackendError(f"--through {through} runs whole-GEMM files only; tiles go through "
                            "core, wmma or soc")

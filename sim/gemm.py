@@ -40,8 +40,10 @@ def mem_words_for(words: int) -> int:
     return max(MIN_WORDS, 1 << max(0, words - 1).bit_length())
 
 
-def gemm_params(cores: int, mem_words: int = MIN_WORDS) -> dict:
-    return {"cores": cores, "mem_words": mem_words}
+def gemm_params(cores: int, mem_words: int = MIN_WORDS, lanes: int = 64) -> dict:
+    """The ``gemm`` design's build parameters (``lanes`` only where not the default 64, so
+    that the default build keeps its folder)."""
+    return {"cores": cores, "mem_words": mem_words, **({"lanes": lanes} if lanes != 64 else {})}
 
 
 def words_needed(m, n, k, out_fmt, esize=2) -> int:
@@ -49,13 +51,14 @@ def words_needed(m, n, k, out_fmt, esize=2) -> int:
 
 
 def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False,
-             cores=1, waves=False, progress=True):
+             cores=1, lanes=64, waves=False, progress=True):
     """D = A·B as matmulT on ``backend`` ("golden", "amaranth", "icarus", "verilator").
 
     A (M, K) and B (K, N) bit arrays of ``in_fmt`` / ``b_fmt``; TF32, FP8 and INT8 go to the
     GEMM top with B column-major (the TN layout), K in steps of 8 (TF32) or 32.
     ``waves``: False, True or the waveform's name (a run label; True names it after the sizes):
-    the file is moved to ``build/waves/`` and never overwrites an earlier one.
+    the file is moved to ``build/waves/`` and never overwrites an earlier one.  ``lanes``: the
+    multipliers of each warp's core (:class:`rtl.mma4.MMA4`).
     """
     from tb.images import GEMM_FORMATS, gemm_fields
     m, k = a.shape
@@ -84,7 +87,7 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
         if backend not in ("icarus", "verilator"):
             raise ValueError(f"{in_fmt} GEMMs run on --backend verilator or icarus")
         _check_tiles(m, n, k)
-        params = gemm_params(cores, mem_words_for(words_needed(m, n, k, out_fmt, esize)))
+        params = gemm_params(cores, mem_words_for(words_needed(m, n, k, out_fmt, esize)), lanes)
         bt = np.ascontiguousarray(b.T) if b_cols else b
         img = np.concatenate([np.ascontiguousarray(a).view(np.uint8).reshape(-1),
                               bt.view(np.uint8).reshape(-1)])
@@ -99,7 +102,7 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
         return r["d"], info
     _check_tiles(m, n, k)
     try:
-        params = gemm_params(cores, mem_words_for(words_needed(m, n, k, out_fmt)))
+        params = gemm_params(cores, mem_words_for(words_needed(m, n, k, out_fmt)), lanes)
     except ValueError as e:
         raise ValueError(f"a {m}x{k}x{n} GEMM {e}") from None
     if backend == "amaranth":
@@ -238,7 +241,7 @@ def _run_amaranth(a, b, in_fmt, out_fmt, params):
     acc_f16 = out_fmt == "fp16"
     a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
     words = 1 << max(6, (end - 1).bit_length())
-    dut = GemmTop(cores=params["cores"], mem_words=words)
+    dut = GemmTop(cores=params["cores"], mem_words=words, lanes=params.get("lanes", 64))
     res = {}
 
     async def bench(ctx):

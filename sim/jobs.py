@@ -45,6 +45,8 @@ class GemmJob:
     backend: str = "verilator"
     arch: str = "hopper"
     cores: int = 1
+    #: multipliers of each core (64, 32, 16: ``rtl.mma4.LANES``)
+    lanes: int = 64
     seed: int = 1
     #: FP16/BF16 bits of A (M x K) and B (K x N); None: random normal values from ``seed``
     a: Any = None
@@ -65,8 +67,9 @@ class GemmJob:
 
     @property
     def peak(self) -> int:
-        """Products per clock of the cores: 64 per core, 32 for TF32 (``rtl.mma4``)."""
-        return (32 if self.format == "tf32" else 64) * self.cores
+        """Products per clock of the cores: ``lanes`` per core, half that for TF32
+        (``rtl.mma4``)."""
+        return (self.lanes // 2 if self.format == "tf32" else self.lanes) * self.cores
 
 
 @dataclass
@@ -143,7 +146,8 @@ def _run_fp16(job: GemmJob, mma) -> GemmResult:
         info = {"cycles": None, "sim_s": time.perf_counter() - t}
     else:
         d, info = _simulate(run_gemm, job.backend, a, b, in_fmt=in_fmt, out_fmt=out_fmt,
-                            cores=job.cores, waves=job.waves, progress=job.progress)
+                            cores=job.cores, lanes=job.lanes, waves=job.waves,
+                            progress=job.progress)
     want = mma(a, b, zero if c is None else c, in_fmt=in_fmt, out_fmt=out_fmt, arch=job.arch)
     exact = to_float(a, in_fmt) @ to_float(b, in_fmt)
     if c is not None:
@@ -166,7 +170,7 @@ def _run_lowprec(job: GemmJob) -> GemmResult:
     out_fmt, saturate = job.out_fmt, job.acc == "s32sat"
     a, b = lowprec_operands(job.m, job.n, job.k, in_fmt, b_fmt, job.seed)
     d, info = _simulate(run_gemm, job.backend, a, b, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt,
-                        saturate=saturate, cores=job.cores, progress=job.progress,
+                        saturate=saturate, cores=job.cores, lanes=job.lanes, progress=job.progress,
                         waves=job.waves)
     zero = np.zeros((job.m, job.n), np.uint16 if out_fmt == "fp16" else np.uint32)
     want = mma(a, b, zero, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt, saturate=saturate,

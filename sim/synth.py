@@ -494,5 +494,5 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
             result[k] = best[k]
     if design == "mma4":
         from rtl.mma4 import MMA4
-        result["latency_clocks"] = MMA4.latency_of()
+        result["latency_clocks"] = MMA4.latency_of(lanes=params.get("lanes", 64))
     return result

@@ -161,3 +161,23 @@ def test_bench_all(capsys):
     assert g["mismatches"] == 0 and g["m"] == g["n"] == g["k"] == 128
     assert 0.95 <= g["utilization"] <= 1
     assert "| GEMM top 128x128x128" in out
+
+
+@pytest.mark.parametrize("argv,words", [
+    (["verify", "T", "--lanes", "16"], ["--lanes", "--backend golden"]),
+    (["verify", "T", "--backend", "verilator", "--through", "wmma", "--lanes", "32"], ["--lanes", "wmma"]),
+    (["verify", "T", "--backend", "verilator", "--lanes", "8"], ["--lanes", "8"]),
+    (["gemm", "--m", "16", "--n", "16", "--k", "16", "--backend", "golden", "--lanes", "16"], ["--lanes"]),
+    (["gemm", "--m", "16", "--n", "16", "--k", "64", "--format", "nvfp4", "--lanes", "16"], ["--lanes", "nvfp4"]),
+    (["verilog", "-o", "O", "--design", "fp4dec", "--lanes", "16"], ["fp4dec", "--lanes"]),
+    (["verilog", "-o", "O", "--design", "wmma", "--lanes", "16"], ["wmma", "--lanes"]),
+    (["synth", "--design", "wmma", "--lanes", "16"], ["wmma", "--lanes"]),
+])
+def test_lanes_refused_where_it_means_nothing(argv, words, tmp_path, capsys):
+    """--lanes picks the MMA4 core's multipliers: refused on the golden model, on the designs
+    whose core is fixed at 64 lanes, for FP4 decoders, and outside 64/32/16."""
+    argv = [_tile_file(tmp_path / "t.npz", 16) if a == "T" else str(tmp_path / "v") if a == "O" else a
+            for a in argv]
+    code, out, err = tcore(argv, capsys)
+    assert code == 2 and all(w in err for w in words), (code, err)
+    assert "mismatches" not in out and not (tmp_path / "v").exists()

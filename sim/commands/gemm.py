@@ -34,6 +34,8 @@ def add_arguments(parser):
                         help="accumulator: f32 (default), f16 (FP16 and FP8 inputs); s32 (INT8, "
                              "wrapped; the default there) or s32sat (saturated per 32-wide K step)")
     parser.add_argument("--cores", type=int, default=1, help="4x4x4 cores (warps), 1..8")
+    parser.add_argument("--lanes", type=int, default=64, choices=[64, 32, 16],
+                        help="multipliers of each core (products per clock; default 64)")
     parser.add_argument("--backend", default="verilator", choices=["golden", "amaranth", "icarus", "verilator"])
     parser.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
     parser.add_argument("--seed", type=int, default=1)
@@ -81,13 +83,14 @@ def make_job(args):
     check_output(args.o)
     if args.seed < 0:
         raise CliError(f"--seed must be a non-negative integer, not {args.seed}")
-    refuse_golden_options(args, (("--waves", args.waves), ("--cores", args.cores != 1)))
+    refuse_golden_options(args, (("--waves", args.waves), ("--cores", args.cores != 1),
+                                 ("--lanes", args.lanes != 64)))
     if args.scheduler and args.backend != "golden":
         raise CliError("--scheduler is for --backend golden (RTL simulations run here)")
     if args.scheduler and args.format not in (None, "fp16", "bf16"):
         raise CliError(f"--scheduler runs --format fp16 or bf16 GEMMs, not {args.format}")
-    run = dict(backend=args.backend, arch=args.arch, cores=args.cores, seed=args.seed,
-               progress=not args.json)
+    run = dict(backend=args.backend, arch=args.arch, cores=args.cores, lanes=args.lanes,
+               seed=args.seed, progress=not args.json)
     if args.format in LOWPREC_FORMATS:
         fmt = args.format
         integer = LOWPREC_FORMATS[fmt][0] in ("s8", "u8")
@@ -113,6 +116,8 @@ def make_job(args):
         if args.a or args.b or args.c:
             raise CliError(f"--format {fmt} quantises random float32 operands; --a/--b/--c "
                            "take FP16 or BF16 matrices")
+        if args.lanes != 64:
+            raise CliError(f"--format {fmt} runs on the FP4 GEMM top's 64-lane cores (no --lanes)")
         if None in (args.m, args.n, args.k):
             raise CliError("--m, --n and --k are required")
         _check_fp4(args.m, args.n, args.k, fmt, acc, args.arch)
@@ -217,7 +222,8 @@ def wave_label(args, fmt: str, acc) -> str:
     """A GEMM run's waveform name: what ran, on what, from which seed or files."""
     what = (f"{Path(args.a).stem}-{Path(args.b).stem}" if args.a
             else f"{args.m}x{args.n}x{args.k}-seed{args.seed}")
-    return f"gemm-{what}-{fmt}-{acc}-cores{args.cores}-{args.backend}"
+    lanes = f"-lanes{args.lanes}" if args.lanes != 64 else ""
+    return f"gemm-{what}-{fmt}-{acc}-cores{args.cores}{lanes}-{args.backend}"
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -233,7 +239,7 @@ def summary(r, wall_s: float) -> dict:
     else:
         extra = {"max_abs_err_vs_fp64": r.error, "inputs": "files" if job.files else "random"}
     s = {"m": job.m, "n": job.n, "k": job.k, "format": job.format, "acc": _acc_name(job),
-         "cores": job.cores, "backend": job.backend, "cycles": cycles,
+         "cores": job.cores, "lanes": job.lanes, "backend": job.backend, "cycles": cycles,
          "fma_per_cycle": fma / cycles if cycles else None, "peak_fma_per_cycle": peak,
          "utilization": fma / cycles / peak if cycles else None, "mismatches": r.mismatches,
          **extra, "wall_s": wall_s,
@@ -256,7 +262,8 @@ def report(r, t0: float, output: str | None = None, as_json: bool = False) -> in
     s = summary(r, time.perf_counter() - t0)
     job, cycles, peak = r.job, r.cycles, r.job.peak
     head = f"GEMM {job.m}x{job.n}x{job.k} "
-    cores = f" ({job.cores} core" + ("s" if job.cores > 1 else "") + ")" if cycles else ""
+    cores = (f" ({job.cores} core" + ("s" if job.cores > 1 else "")
+             + (f" of {job.lanes} lanes" if job.lanes != 64 else "") + ")" if cycles else "")
     rate = f"{s['sim_cycles_per_s']:.0f} simulated cycles/s" if cycles else ""
     if job.format in FP4_FORMATS:
         from golden.nvfp4 import FORMATS

@@ -14,6 +14,8 @@ HELP = "FPGA synthesis, place and route (ECP5): area and Fmax"
 def add_arguments(parser):
     parser.add_argument("--design", default="mma4", help="mma4 (default), gemm, wmma, fp4dec, fp4gemm, soc")
     parser.add_argument("--device", default="ecp5-85k", choices=["ecp5-25k", "ecp5-45k", "ecp5-85k"])
+    parser.add_argument("--lanes", type=int, default=None, choices=[64, 32, 16],
+                        help="multipliers of the MMA4 core (mma4, gemm; default 64)")
     parser.add_argument("--freq", type=float, default=100.0, help="target clock for placement, MHz")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--fresh", action="store_true",
@@ -39,6 +41,11 @@ def run(args) -> int:
     from sim.synth import SYNTH_PARAMS, SynthError, heatmap_text, synth
 
     params = dict(SYNTH_PARAMS.get(args.design, {}))
+    if args.lanes is not None:
+        from rtl.designs import parameters
+        if "lanes" not in parameters(args.design) or args.design == "fp4dec":
+            raise CliError(f"design {args.design} has no --lanes parameter")
+        params["lanes"] = args.lanes
     try:
         r = synth(args.design, device=args.device, params=params, freq_mhz=args.freq,
                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),

@@ -28,6 +28,8 @@ def add_arguments(parser):
     parser.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
     parser.add_argument("--cores", type=int, default=None, metavar="N",
                         help="warps of the GEMM top or the soc block (--through gemm or soc), 1..8")
+    parser.add_argument("--lanes", type=int, default=64, choices=[64, 32, 16],
+                        help="multipliers of the RTL core (--through core or gemm; default 64)")
     parser.add_argument("--tiles", type=int, default=None, metavar="N",
                         help="only the first N tiles (16x16 output tiles of a whole GEMM)")
     parser.add_argument("--waves", action="store_true", default=None,
@@ -63,7 +65,11 @@ def run(args) -> int:
 
     if args.kernel != "all" and refuse(args.kernel):
         raise CliError(refuse(args.kernel))
-    refuse_golden_options(args, (("--waves", args.waves), ("--through", args.through)))
+    refuse_golden_options(args, (("--waves", args.waves), ("--through", args.through),
+                                 ("--lanes", args.lanes != 64)))
+    if args.lanes != 64 and args.through in ("wmma", "soc"):
+        raise CliError(f"--lanes is for --through core or gemm (the {args.through} design has a "
+                       "64-lane core)")
     if args.cores is not None and args.through not in ("gemm", "soc"):
         raise CliError("--cores is for --through gemm or soc (the warps of those tops)")
     if args.cores is not None and not 1 <= args.cores <= 8:
@@ -207,13 +213,13 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
                     raise BackendError(f"the RTL implements the Hopper arithmetic only, not --arch {arch.name}")
                 d, info = run_gemm(args.backend, data["a"], data["b"], in_fmt=k.in_fmt,
                                    b_fmt=k.b_fmt, saturate=k.saturate,
-                                   out_fmt=k.out_fmt, progress=False, cores=cores,
+                                   out_fmt=k.out_fmt, progress=False, cores=cores, lanes=args.lanes,
                                    waves=args.waves and f"{Path(path).stem}-{k.name}-gemm-{args.backend}")
                 got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)
                 got = got.reshape(-1, 16, 16)[:len(prob.c)]
             else:
                 got, info = run_tiles(args.backend, prob.a, prob.b, prob.c, arch=arch,
-                                      through=args.through or "core",
+                                      through=args.through or "core", lanes=args.lanes,
                                       waves=args.waves and (f"{Path(path).stem}-{k.name}-"
                                                             f"{args.through or 'core'}-{args.backend}"),
                                       **k.mma_args())

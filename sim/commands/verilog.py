@@ -14,6 +14,8 @@ def add_arguments(parser):
     parser.add_argument("-o", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--design", action="append", help="only this design (repeatable)")
     parser.add_argument("--cores", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm, soc)")
+    parser.add_argument("--lanes", type=int, default=None, choices=[64, 32, 16],
+                        help="multipliers of the MMA4 core (mma4, mma4play, gemm)")
     parser.add_argument("--mem-kib", type=int, default=None, metavar="KIB",
                         help="working memory of wmma, gemm, fp4gemm in KiB (a power of two)")
     parser.add_argument("--data-width", type=int, default=None, metavar="BITS",
@@ -33,14 +35,16 @@ def run(args) -> int:
             raise CliError(f"unknown design {name!r}; designs: {', '.join(sorted(DESIGNS))}")
     asked = {"cores": args.cores,
              "mem_words": None if args.mem_kib is None else args.mem_kib * 1024 // 16,
-             "data_width": args.data_width}
+             "data_width": args.data_width, "lanes": args.lanes}
     flags = {"cores": "--cores", "mem_words": "--mem-kib",
-             "data_width": "--data-width"}
+             "data_width": "--data-width", "lanes": "--lanes"}
     if args.mem_kib is not None and (args.mem_kib < 1 or args.mem_kib & (args.mem_kib - 1)):
         raise CliError(f"--mem-kib must be a power of two, not {args.mem_kib}")
     builds = []
     for name in names:
         takes = parameters(name)
+        if name == "fp4dec":        # its lanes are FP4 decoders, not the core's multipliers
+            takes.pop("lanes", None)
         params = dict(LINT_PARAMS[name])
         for key, value in asked.items():
             if value is None:
