@@ -55,7 +55,7 @@ from .formats import FP16, FP32, get_format, pow2_nominal, to_float
 
 __all__ = ["SparseA", "compress", "decompress", "from_capture", "prune_24", "prune_24_bits",
            "mma_sp", "matmul_sp", "cslt_mm", "SEGMENT_K", "KernelCheck", "verify_file",
-           "is_sparse_file", "SPARSE_IN_FORMATS"]
+           "is_sparse_file", "SPARSE_IN_FORMATS", "TileProblem", "tile_problems"]
 
 #: Input formats a sparse step takes, with the B formats each pairs with.
 SPARSE_IN_FORMATS = {"fp16": ("fp16",), "bf16": ("bf16",), "e4m3": ("e4m3", "e5m2"),
@@ -646,7 +646,32 @@ def verify_file(source, *, kernel=None, tiles=None, where=None) -> list[KernelCh
     return (_verify_tiles if "a_meta" in data else _verify_torch)(data, keys, tiles, where)
 
 
-def _verify_tiles(data, keys, tiles, where):
+@dataclass(frozen=True)
+class TileProblem:
+    """One kernel of a sparse tile file: D = ``sp`` x ``b`` + ``c`` should be ``expected``."""
+
+    name: str
+    sp: SparseA
+    b: np.ndarray
+    c: np.ndarray
+    expected: np.ndarray
+    in_fmt: str
+    out_fmt: str
+
+
+def tile_problems(data, *, kernel=None, tiles=None, where="file") -> list[TileProblem]:
+    """The kernels of a loaded sparse tile file (``a_meta``) as :class:`TileProblem` s, the
+    first ``tiles`` tiles (None: all), only ``d_<kernel>`` / ``d_wg_<kernel>`` where given;
+    ValueError for a malformed file."""
+    keys = [k for k in data if k.startswith("d_")]
+    if kernel is not None:
+        keys = [k for k in keys if k in (f"d_{kernel}", f"d_wg_{kernel}")]
+        if not keys:
+            raise ValueError(f"{where}: no kernel {kernel!r} in this sparse file")
+    return _tile_problems(data, keys, tiles, where)
+
+
+def _tile_problems(data, keys, tiles, where):
     fmt = _meta(data).get("dtype", "f16")
     in_fmt = {"f16": "fp16", "bf16": "bf16"}.get(fmt)
     if in_fmt is None:
@@ -674,9 +699,16 @@ def _verify_tiles(data, keys, tiles, where):
         if kin != in_fmt:
             raise ValueError(f"{where}: {key!r} is a {kin} kernel in a {in_fmt} file")
         want = _need(data, key, np.uint32 if kout == "fp32" else np.uint16, where)[sl]
-        got = mma_sp(sp, b, c if kout == "fp32" else c16, in_fmt=in_fmt, out_fmt=kout)
-        out.append(KernelCheck(key[2:], int(want.size), int((got != want).sum()), "sparse",
-                               f"{len(a)} tiles, 2:4 k{a.shape[2]}"))
+        out.append(TileProblem(key[2:], sp, b, c if kout == "fp32" else c16, want, in_fmt, kout))
+    return out
+
+
+def _verify_tiles(data, keys, tiles, where):
+    out = []
+    for p in _tile_problems(data, keys, tiles, where):
+        got = mma_sp(p.sp, p.b, p.c, in_fmt=p.in_fmt, out_fmt=p.out_fmt)
+        out.append(KernelCheck(p.name, int(p.expected.size), int((got != p.expected).sum()),
+                               "sparse", f"{len(p.b)} tiles, 2:4 k{p.sp.k}"))
     return out
 
 

@@ -75,6 +75,9 @@ class Mode(data.Struct):
         FP8: the operand is E5M2 (else E4M3).  INT8: it is unsigned U8 (else S8).
     sat : 1
         INT8: the group's result is clamped to the S32 range (``.satfinite``), else wrapped.
+    sparse : 1
+        FP16/BF16, Hopper: A is 2:4 sparse (``mma.sp``): a beat's A holds stored values and
+        each product's B row is the one the beat's metadata names (:class:`rtl.mma4.Beat`).
     """
 
     kind: Kind
@@ -82,6 +85,7 @@ class Mode(data.Struct):
     a_alt: 1
     b_alt: 1
     sat: 1
+    sparse: 1
 
 
 #: Biased exponents: an operand's is its nominal exponent + 127, whatever its format.

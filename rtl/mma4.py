@@ -12,7 +12,7 @@ from numerics import ARCHS, HOPPER
 from .datapath import (ACC_WIDTH, ADDEND_SHIFT, ADDEND_TERM_BITS, E_WIDTH, EXP_BIAS,
                        GRID, Multiplier, RoundPack, add_cin, addend_shift, coarse, dsp_operands,
                        extend, product_term)
-from .formats import (FP16, FP32, Fields, FormatSel, Kind, Mode, UnpackAddend, format_select,
+from .formats import (FP16, FP32, Fields, FormatSel, Kind, Mode, Operand, UnpackAddend, format_select,
                       unpack_fields, unpack_finish)
 
 __all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry", "Kind", "Mode", "KDEPTH",
@@ -65,6 +65,17 @@ class Beat(data.Struct):
     mode : Mode
         Kind, accumulator and variants (:class:`rtl.formats.Mode`); taken from a group's
         first beat.
+    b_hi : 16 x 16 bits
+        2:4 sparse beats (``mode.sparse``, FP16/BF16): B's rows 4..7 as ``b`` holds rows 0..3.
+    meta : 32
+        2:4 sparse beats: byte i holds row i's two groups of 4 logical k as the PTX nibbles
+        ``i0 | i1 << 2`` (group 0 low, group 1 high; i0 < i1).
+
+    A 2:4 sparse beat carries logical K = 8 (``mma.sp``): A's 4 stored values per row (stored
+    k = 2g + s is the s-th kept value of group g), B's 8 rows, and the metadata; the product
+    of stored k of row i takes B's row ``4g + i_s``.  Its group is 4 beats (logical K 32, the
+    16 stored products of one ``mma.sp`` step), computed as a dense FP16/BF16 group: pruned k
+    take no part.
     """
 
     a: data.ArrayLayout(16, 16)
@@ -72,6 +83,8 @@ class Beat(data.Struct):
     c: data.ArrayLayout(32, 16)
     last: 1
     mode: Mode
+    b_hi: data.ArrayLayout(16, 16)
+    meta: 32
 
 
 DTile = data.ArrayLayout(32, 16)
@@ -86,8 +99,8 @@ class BeatEntry(data.Struct):
 
     a_sig: data.ArrayLayout(11, 16)
     a_neg: 16
-    b_sig: data.ArrayLayout(11, 16)
-    b_neg: 16
+    b_sig: data.ArrayLayout(11, 64)         # product (x = 4i + j, k)'s B at 4x + k
+    b_neg: 64
     pe: data.ArrayLayout(E_WIDTH, 64)       # product (x = 4i + j, k) at 4x + k
     c_sig: data.ArrayLayout(24, 16)         # 0 after a group's first beat
     c_neg: 16
@@ -95,8 +108,8 @@ class BeatEntry(data.Struct):
 
 
 #: The :class:`BeatEntry` fields that hold rows of D (row-major): a slice holds 1/slices of
-#: each; B's are whole in every slice.
-ROW_FIELDS = ("a_sig", "a_neg", "pe", "c_sig", "c_neg", "c_pe")
+#: each.
+ROW_FIELDS = ("a_sig", "a_neg", "b_sig", "b_neg", "pe", "c_sig", "c_neg", "c_pe")
 
 
 def slice_entry(slices: int) -> data.StructLayout:
@@ -304,6 +317,10 @@ class MMA4(wiring.Component):
         not modelled for them).
     lanes : 64, 32 or 16
         Multipliers (products per clock); a pass takes ``64 // lanes`` clocks.
+    sparse : bool
+        Build the 2:4 sparse select network (the default).  Without it (a part too small for
+        it: the 16-lane core on an ECP5-25F) ``b_hi``, ``meta`` and ``mode.sparse`` are
+        ignored and a sparse beat is computed as a dense one: do not send any.
 
     Members
     -------
@@ -328,14 +345,15 @@ class MMA4(wiring.Component):
     # What the FIFOs hold; a control-only model (formal/) overrides them with tags.
     _beat_layout, _group_layout, _word_layout = BeatEntry, GroupEntry, DTile
 
-    def __init__(self, *, dsp: str = "generic", arch: str = "hopper", lanes: int = 64):
+    def __init__(self, *, dsp: str = "generic", arch: str = "hopper", lanes: int = 64,
+                 sparse: bool = True):
         if dsp not in ("generic", "ecp5"):
             raise ValueError(f"dsp must be 'generic' or 'ecp5', not {dsp!r}")
         if arch not in ARCHS:
             raise ValueError(f"arch must be one of {', '.join(ARCHS)}, not {arch!r}")
         if lanes not in LANES:
             raise ValueError(f"lanes must be one of {', '.join(map(str, LANES))}, not {lanes!r}")
-        self._dsp, self._lanes = dsp, lanes
+        self._dsp, self._lanes, self._sparse = dsp, lanes, bool(sparse)
         self._slices = 64 // lanes                        # clocks a pass takes
         self._outs = lanes // 4                           # outputs (D elements) per slice
         if self._slices > 1:    # the FIFO keeps slices (one BeatEntry's worth of rows each)
@@ -537,17 +555,24 @@ class MMA4(wiring.Component):
             v32 = Cat(*(col_byte(j, 4 * kb + n) for n in range(4))) if kb < 2 else None
             fb.append(element(f"pick_b{x}", "b", mode.b_alt, rb.word_select(x, 16), v32,
                               col_byte(j, kb), col_byte(j, 4 + kb)))
-        return fa, fb
+        # 2:4 sparse beats (16-bit kinds): B's rows 4..7, word 4k + j of b_hi.
+        fh = [element(f"pick_bh{x}", "b", mode.b_alt, beat.b_hi[x], None, C(0, 8), C(0, 8))
+              for x in range(16)] if self._sparse else None
+        return fa, fb, fh
 
     def _beat_unpack(self, m, beat, sel, first, mode):
         """X1, X2 and the combinational part of X3: each A/B element's format fields picked
         out (X1), then unpacked (X2); each addend carried raw through X1 and unpacked into X2
         as the FIFO keeps it; then the :class:`BeatEntry` with the product exponents, and per product
         and addend the NaN / +Inf / -Inf flags."""
-        fa, fb = self._operand_bits(m, beat, sel, mode)
+        fa, fb, fh = self._operand_bits(m, beat, sel, mode)
         int8 = mode.kind == Kind.INT8
         ua = _reg(m, [unpack_finish(m, f) for f in fa], "x2_a")
         ub = _reg(m, [unpack_finish(m, f) for f in fb], "x2_b")
+        if self._sparse:
+            uh = _reg(m, [unpack_finish(m, f) for f in fh], "x2_bh")
+            sparse = _reg(m, _reg(m, mode.sparse, "x1_sparse"), "x2_sparse")
+            meta = _reg(m, _reg(m, beat.meta, "x1_meta"), "x2_meta")
         ent = Signal(BeatEntry)
         # The addends cross X1 raw and are unpacked into X2, as the FIFO keeps them.
         c1, first, f16 = _reg(m, beat.c, "x1_craw"), _reg(m, first, "x1_first"), _reg(m, mode.acc_f16, "x1_f16")
@@ -568,16 +593,28 @@ class MMA4(wiring.Component):
         for x in range(16):
             i, j = divmod(x, 4)
             for k in range(4):
-                a, b = ua[4 * i + k], ub[4 * k + j]
+                a = ua[4 * i + k]
+                b = self._b_of(ub, uh, meta, sparse, i, j, k) if self._sparse else ub[4 * k + j]
+                m.d.comb += [ent.b_sig[4 * x + k].eq(b.sig), ent.b_neg[4 * x + k].eq(b.sign)]
                 m.d.comb += ent.pe[4 * x + k].eq(Mux(a.zero | b.zero, 0, a.bexp + b.bexp))
                 nan = a.nan | b.nan | (a.inf & b.zero) | (b.inf & a.zero)
                 inf = (a.inf | b.inf) & ~nan
                 neg = a.sign ^ b.sign
                 cls += [nan, inf & ~neg, inf & neg]
             cls += [c_cls[x][0], c_cls[x][1], c_cls[x][2]]
-            m.d.comb += [ent.a_sig[x].eq(ua[x].sig), ent.a_neg[x].eq(ua[x].sign),
-                         ent.b_sig[x].eq(ub[x].sig), ent.b_neg[x].eq(ub[x].sign)]
+            m.d.comb += [ent.a_sig[x].eq(ua[x].sig), ent.a_neg[x].eq(ua[x].sign)]
         return ent, Cat(*cls)
+
+    @staticmethod
+    def _b_of(ub, uh, meta, sparse, i, j, k):
+        """X2: the B operand of product (i, j, k): B[k][j], or in a 2:4 sparse beat the B row
+        the metadata names for row i's stored k (group g = k // 2, its s = k % 2-th index:
+        row 4g + i_s, of ``ub`` for g = 0, of ``uh`` for g = 1)."""
+        g, s = divmod(k, 2)
+        idx = meta[8 * i + 4 * g + 2 * s:][:2]
+        rows = [Value.cast((uh if g else ub)[4 * r + j]) for r in range(4)]
+        pick = Mux(idx[1], Mux(idx[0], rows[3], rows[2]), Mux(idx[0], rows[1], rows[0]))
+        return data.View(Operand, Mux(sparse, pick, Value.cast(ub[4 * k + j])))
 
     def _beat_reduce(self, m, ent, cls, *, first, f16):
         """X4..X6: per output, the maximum over its 4 products and C (with the FP16 floor on
@@ -699,7 +736,7 @@ class MMA4(wiring.Component):
         d2, dc2, f2 = _reg(m, d, "l2_d"), _reg(m, dc, "l2_dc"), _reg(m, f, "l2_f")
         sp2, fl2 = _reg(m, [grp.special[x] for x in range(n)], "l2_sp"), _reg(m, flags, "l2_flags")
         a2, an2 = _reg(m, [ent.a_sig[x] for x in range(n)], "l2_a"), _reg(m, ent.a_neg[:n], "l2_an")
-        b2, bn2 = _reg(m, [ent.b_sig[x] for x in range(16)], "l2_b"), _reg(m, ent.b_neg, "l2_bn")
+        b2, bn2 = _reg(m, [ent.b_sig[p] for p in range(4 * n)], "l2_b"), _reg(m, ent.b_neg[:4 * n], "l2_bn")
         c2, cn2 = _reg(m, [ent.c_sig[x] for x in range(n)], "l2_c"), _reg(m, ent.c_neg[:n], "l2_cn")
         ch2 = _reg(m, [ent.c_pe[x][:8] for x in range(n)], "l2_ch")     # INT8: C's high byte
 
@@ -710,11 +747,11 @@ class MMA4(wiring.Component):
             x, k = divmod(p, 4)
             i, j = divmod(x, 4)
             mul = m.submodules[f"mul{p}"] = Multiplier(arch=self._dsp)
-            da, db, q = dsp_operands(a2[4 * i + k], b2[4 * k + j], d2[p])
+            da, db, q = dsp_operands(a2[4 * i + k], b2[p], d2[p])
             m.d.comb += [mul.a.eq(da), mul.b.eq(db)]
             prods.append(mul.p)
             qs.append(q)
-            negs.append(an2[4 * i + k] ^ bn2[4 * k + j])
+            negs.append(an2[4 * i + k] ^ bn2[p])
         q5, n5 = qs, negs
         for s in (3, 4, 5):
             q5, n5 = _reg(m, q5, f"l{s}_q"), _reg(m, n5, f"l{s}_neg")

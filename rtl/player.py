@@ -19,7 +19,7 @@ Parameters
 ----------
 depth : int
     Memory words (beats of one run), a power of two.
-dsp, arch, lanes : the core's (:class:`rtl.mma4.MMA4`).
+dsp, arch, lanes, sparse : the core's (:class:`rtl.mma4.MMA4`).
 
 Members
 -------
@@ -42,11 +42,11 @@ WORD_BITS = data.Layout.cast(Beat).size
 
 class BeatPlayer(wiring.Component):
     def __init__(self, *, depth: int = 2048, dsp: str = "generic", arch: str = "hopper",
-                 lanes: int = 64):
+                 lanes: int = 64, sparse: bool = True):
         if depth < 16 or depth & (depth - 1):
             raise ValueError(f"Depth must be a power of two >= 16, not {depth!r}")
         self._depth = depth
-        self.core = MMA4(dsp=dsp, arch=arch, lanes=lanes)
+        self.core = MMA4(dsp=dsp, arch=arch, lanes=lanes, sparse=sparse)
         n = depth.bit_length()          # 0 .. depth
         super().__init__({"start": In(1), "count": In(n), "expect": In(n),
                           "done": Out(1), "busy": Out(1)})

@@ -33,17 +33,24 @@ class BackendError(RuntimeError):
 
 
 def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through="core",
-              waves=False, b_fmt=None, instr="mma", saturate=False, promote=None, lanes=64):
+              waves=False, b_fmt=None, instr="mma", saturate=False, promote=None, lanes=64,
+              a_meta=None):
     """Compute D = A·B + C for a batch of 16x16 output tiles on ``backend``.
 
     ``in_fmt`` .. ``promote`` are :func:`golden.mma.mma`'s; the RTL backends take every
     Hopper kernel through the core (FP8 as ``wgmma`` computes it, no ``promote``) and FP16 /
     BF16 through the warp path.  Returns ``(d, info)``; ``info`` has ``cycles`` and ``waves``
     (a path) for RTL backends.  ``lanes``: the multipliers of the core (``--through core``).
+    With ``a_meta`` (PTX 2:4 metadata words, (T, 16, K/32)), ``a`` (T, 16, K/2) is a 2:4 sparse
+    A's stored values (``mma.sp``, FP16/BF16, K a multiple of 32): the golden model's
+    :func:`golden.sparse.mma_sp`, the RTL core's sparse beats.
     """
     from golden import get_arch
 
     arch = get_arch(arch)
+    if a_meta is not None:
+        return _run_sparse(backend, a, b, c, a_meta, in_fmt=in_fmt, out_fmt=out_fmt, arch=arch,
+                           through=through, waves=waves, lanes=lanes)
     if backend == "golden":
         from golden import mma
         return mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, arch=arch, instr=instr,
@@ -97,5 +104,28 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
     try:
         return run_through(through, backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt,
                            b_fmt=b_fmt, saturate=saturate, waves=waves, params=params)
+    except SimError as e:
+        raise BackendError(str(e)) from None
+
+
+def _run_sparse(backend, values, b, c, a_meta, *, in_fmt, out_fmt, arch, through, waves, lanes):
+    """:func:`run_tiles` for a 2:4 sparse A (stored ``values`` and ``a_meta``)."""
+    if backend == "golden":
+        from golden.sparse import SparseA, mma_sp
+        sp = SparseA(values, a_meta, b.shape[1], in_fmt)
+        return mma_sp(sp, b, c, in_fmt=in_fmt, out_fmt=out_fmt, arch=arch), {}
+    if backend not in RTL_BACKENDS:
+        raise BackendError(f"Backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
+    if through != "core" or arch.name != "hopper" or in_fmt not in ("fp16", "bf16"):
+        raise BackendError("2:4 sparse tiles run on the RTL --through core, FP16 or BF16, "
+                           f"--arch hopper (not --through {through}, {in_fmt}, {arch.name})")
+    if b.shape[1] % 32:
+        raise BackendError(f"the RTL runs 2:4 sparse K in steps of 32; K = {b.shape[1]} is not")
+    from .core import DEFAULT_PARAMS, run_many
+    from .runner import SimError
+    params = {**DEFAULT_PARAMS, **({"lanes": lanes} if lanes != 64 else {})}
+    try:
+        return run_many("core", backend, [(values, b, c, in_fmt, out_fmt, None, False, a_meta)],
+                        waves=waves, params=params)[0]
     except SimError as e:
         raise BackendError(str(e)) from None

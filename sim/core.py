@@ -57,8 +57,9 @@ def run_through(through: str, sim: str, a, b, c, *, in_fmt: str, out_fmt: str, b
 def run_many(through: str, sim: str, batches, *, waves=False, stall: float = 0.0, seed: int = 0,
              params=None, quiet=True):
     """:func:`run_through` for several batches ``(a, b, c, in_fmt, out_fmt[, b_fmt[,
-    saturate]])``, each of its own K and formats, in ONE simulator run (one start-up, one
-    build check).  Returns a list of ``(d, info)``, one per batch."""
+    saturate[, a_meta]]])``, each of its own K and formats, in ONE simulator run (one start-up,
+    one build check); with ``a_meta`` (PTX 2:4 metadata words) ``a`` is a 2:4 sparse A's
+    stored values (``--through core``).  Returns a list of ``(d, info)``, one per batch."""
     from rtl.designs import make
 
     design, module, default = PATHS[through]
@@ -72,14 +73,16 @@ def run_many(through: str, sim: str, batches, *, waves=False, stall: float = 0.0
         params["mem_words"] = max(params["mem_words"], 1 << (need - 1).bit_length())
     jobs = []
     for bt in batches:
-        a, b, c, in_fmt, out_fmt, b_fmt, saturate = (tuple(bt) + (None, False))[:7]
+        a, b, c, in_fmt, out_fmt, b_fmt, saturate, a_meta = (tuple(bt) + (None, False, None)[len(bt) - 5:])[:8]
+        if a_meta is not None and through != "core":
+            raise ValueError("2:4 sparse tiles run --through core")
         # A 16-bit kind's group is the generation's block (Hopper 16, Ampere 8, Volta 4).
         group = 4
         if in_fmt in ("fp16", "bf16") and params.get("arch", "hopper") != "hopper":
             from numerics import get_arch
             group = get_arch(params["arch"]).step("fp16").block // 4
         jobs.append(Job(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, saturate=saturate,
-                        group=group))
+                        group=group, a_meta=a_meta))
     dtypes = [np.asarray(bt[2]).dtype for bt in batches]
     if sim == "amaranth":
         if through != "core":

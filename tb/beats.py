@@ -2,9 +2,11 @@
 
 Shared by the cocotb benches, the Amaranth-simulator tests and the command line.  The bit
 positions follow :class:`rtl.mma4.Beat`: ``a`` at bits 0..255, ``b`` 256..511, ``c`` 512..1023,
-then ``last`` and the :class:`rtl.formats.Mode` (kind, acc_f16, a_alt, b_alt, sat).  A beat
-carries KD k slices (:data:`rtl.mma4.KDEPTH`: 4 for FP16/BF16, 2 for TF32, 8 for FP8/INT8), and
-a fused group four beats: one Hopper block of the kind.
+then ``last`` and the :class:`rtl.formats.Mode` (kind, acc_f16, a_alt, b_alt, sat, sparse), then
+``b_hi`` and ``meta`` (2:4 sparse beats).  A beat carries KD k slices (:data:`rtl.mma4.KDEPTH`: 4
+for FP16/BF16, 2 for TF32, 8 for FP8/INT8), and a fused group four beats: one Hopper block of
+the kind.  A 2:4 sparse beat carries 4 stored k of A (logical K 8), B's 8 rows and the
+metadata; its group, four beats, is one ``mma.sp`` k32 step.
 """
 
 from __future__ import annotations
@@ -29,9 +31,11 @@ def _beat_layout():
     from rtl.formats import Kind
     from rtl.mma4 import Beat, KDEPTH
     fields = {name: (f.offset, f.width) for name, f in data.Layout.cast(Beat)}
-    expect = {"a": (0, 256), "b": (256, 256), "c": (512, 512), "last": (1024, 1), "mode": (1025, 7)}
+    expect = {"a": (0, 256), "b": (256, 256), "c": (512, 512), "last": (1024, 1), "mode": (1025, 8),
+              "b_hi": (1033, 256), "meta": (1289, 32)}
     mode = {name: (f.offset, f.width) for name, f in data.Layout.cast(data.Layout.cast(Beat)["mode"].shape)}
-    expect_mode = {"kind": (0, 3), "acc_f16": (3, 1), "a_alt": (4, 1), "b_alt": (5, 1), "sat": (6, 1)}
+    expect_mode = {"kind": (0, 3), "acc_f16": (3, 1), "a_alt": (4, 1), "b_alt": (5, 1), "sat": (6, 1),
+                   "sparse": (7, 1)}
     kinds = {k.name.lower(): k.value for k in Kind}
     if fields != expect or mode != expect_mode or kinds != {"fp16": 0, "bf16": 1, "tf32": 2, "fp8": 3, "int8": 4}:
         raise RuntimeError(f"rtl.mma4.Beat is laid out as {fields} / {mode} / {kinds}; tb.beats "
@@ -46,12 +50,14 @@ BLOCKS = [(i, j) for i in range(4) for j in range(4)]     # 4x4 output blocks of
 class Mode:
     """A group's formats as the core's :class:`rtl.formats.Mode` byte wants them."""
 
-    def __init__(self, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False):
+    def __init__(self, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False, sparse=False):
         if in_fmt not in _KIND:
             raise ValueError(f"the MMA4 core takes {', '.join(_KIND)} inputs, not {in_fmt!r}")
+        if sparse and in_fmt not in ("fp16", "bf16"):
+            raise ValueError(f"2:4 sparse beats are FP16 or BF16, not {in_fmt!r}")
         self.in_fmt, self.out_fmt = in_fmt, out_fmt
         self.b_fmt = b_fmt or ("s8" if in_fmt == "u8" else in_fmt)
-        self.saturate = bool(saturate)
+        self.saturate, self.sparse = bool(saturate), bool(sparse)
         self.kind = _KIND[in_fmt]
         self.kd = _KDEPTH[self.kind]
 
@@ -60,9 +66,9 @@ class Mode:
         return self.out_fmt == "fp16"
 
     def flags(self) -> int:
-        """``last`` excluded: the Mode bits, shifted to their place in the beat's top byte."""
+        """``last`` excluded: the Mode bits, shifted to their place above ``last`` (bit 1024)."""
         return ((self.kind << 1) | (self.acc_f16 << 4) | ((self.in_fmt in _ALT) << 5)
-                | ((self.b_fmt in _ALT) << 6) | (self.saturate << 7))
+                | ((self.b_fmt in _ALT) << 6) | (self.saturate << 7) | (self.sparse << 8))
 
 
 def mode_of(in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False) -> Mode:
@@ -114,12 +120,41 @@ def pack_payloads(a4, b4, c4, last, mode: Mode) -> list[int]:
     """Beat rows to payload integers (LSB first, as the Verilog port ``i__payload``)."""
     n = len(last)
     elem = _ELEM[mode.in_fmt]
-    flags = np.asarray(last, np.uint8) | np.uint8(mode.flags())
+    flags = np.asarray(last, np.uint16) | np.uint16(mode.flags())
     raw = np.concatenate([np.ascontiguousarray(a4, elem).view(np.uint8).reshape(n, 32),
                           b_columns(b4, elem),
                           np.ascontiguousarray(c4, '<u4').view(np.uint8).reshape(n, 64),
-                          flags.reshape(n, 1)], axis=1)
+                          flags.astype('<u2').view(np.uint8).reshape(n, 2)], axis=1)
     return [int.from_bytes(row.tobytes(), "little") for row in raw]
+
+
+def pack_sparse_payloads(a4, b8, m4, c4, last, mode: Mode) -> list[int]:
+    """2:4 sparse beat rows to payload integers: ``a4`` (n, 16) stored A at 4i + k, ``b8``
+    (n, 32) B's 8 rows at 4k + j, ``m4`` (n,) the 32-bit metadata, ``c4``, ``last``."""
+    head = pack_payloads(a4, b8[:, :16], c4, last, mode)
+    hi = [int.from_bytes(row.tobytes(), "little") for row in b_columns(b8[:, 16:], _ELEM[mode.in_fmt])]
+    return [h | (x << 1033) | (int(w) << 1289) for h, x, w in zip(head, hi, m4)]
+
+
+def sparse_block_beats(values, nib, b, c, k0: int):
+    """The beats of one 2:4 sparse step (logical K k0 .. k0+31, stored k0/2 ..) for every 4x4
+    output block of every tile: ``values`` (T, 16, K/2) stored A, ``nib`` (T, 16, K/4) each
+    group's metadata nibble, ``b`` (T, K, 16).  Returns ``(a4, b8, m4, c4, last)``: a4 (n, 16)
+    stored A at 4i + k, b8 (n, 32) B's 8 rows of the beat at 4r + j, m4 (n,) metadata words
+    (byte i: row i's two groups, the first low), c4, last."""
+    a4, _, c4, last = block_beats(values, values.transpose(0, 2, 1), c, k0 // 2, True, 4)
+    _, b8, _, _ = block_beats(np.zeros_like(b.transpose(0, 2, 1)), b, c, k0, True, 8)
+    n4, _, _, _ = block_beats(nib, nib.transpose(0, 2, 1), c, k0 // 4, True, 2)
+    shifts = (8 * np.arange(4)[:, None] + 4 * np.arange(2)[None, :]).reshape(8)
+    m4 = (n4.astype(np.uint64) << shifts.astype(np.uint64)).sum(axis=1).astype(np.uint32)
+    return a4, b8, m4, c4, last
+
+
+def meta_nibbles(meta, k: int) -> np.ndarray:
+    """The PTX metadata words (T, 16, ceil(K/32)) as one nibble per group of 4 logical K:
+    (T, 16, K/4) uint8."""
+    q = np.arange(k // 4)
+    return ((meta[..., q // 8] >> (4 * (q % 8)).astype(np.uint32)) & 0xF).astype(np.uint8)
 
 
 def unpack_outputs(words, acc_f16: bool) -> np.ndarray:
@@ -140,14 +175,25 @@ class Job:
 
     ``a`` (T, 16, K), ``b`` (T, K, 16), ``c`` (T, 16, 16); K a multiple of the kind's beat
     depth (a last step shorter than the block is fused over what is left, as the golden model
-    does).
+    does).  With ``a_meta`` (T, 16, K/32, PTX metadata words) A is 2:4 sparse: ``a`` (T, 16,
+    K/2) its stored values, FP16 or BF16, and each step is one ``mma.sp`` k32 (four sparse
+    beats).
     """
 
     def __init__(self, a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False,
-                 fused: bool = True, group: int = 4):
+                 fused: bool = True, group: int = 4, a_meta=None):
         self.a, self.b, self.c = np.asarray(a), np.asarray(b), np.asarray(c)
-        self.mode = Mode(in_fmt, out_fmt, b_fmt, saturate)
+        self.a_meta = None if a_meta is None else np.asarray(a_meta, np.uint32)
+        self.mode = Mode(in_fmt, out_fmt, b_fmt, saturate, sparse=a_meta is not None)
         self.fused, self.group = bool(fused), int(group)
+        if self.a_meta is not None:         # 2:4 sparse: a holds the stored values, K/2 a row
+            k = self.b.shape[1]
+            if not fused or self.a.shape[2] * 2 != k or k % 32:
+                raise ValueError(f"a 2:4 sparse job is fused, with K a multiple of 32 and K/2 "
+                                 f"stored values a row, not a {self.a.shape} and b {self.b.shape}")
+            self.nib = meta_nibbles(self.a_meta, k)
+            self.steps = list(range(0, k, 32))
+            return
         k, kd = self.a.shape[2], self.mode.kd
         if k % kd:
             raise ValueError(f"K must be a multiple of {kd} for {in_fmt} on the MMA4 core, not {k}")
@@ -159,6 +205,8 @@ class Job:
 
     def step_payloads(self, step: int, c) -> list[int]:
         k0, kd = self.steps[step], self.mode.kd
+        if self.mode.sparse:
+            return pack_sparse_payloads(*sparse_block_beats(self.a, self.nib, self.b, c, k0), self.mode)
         if self.fused:
             a4, b4, c4, last = block_beats(self.a, self.b, c, k0, True, kd, self.group)
         else:
@@ -168,16 +216,18 @@ class Job:
 
     def arrays(self, i="") -> dict:
         m = self.mode
+        extra = {} if self.a_meta is None else {f"a_meta{i}": self.a_meta}
         return {f"a{i}": self.a, f"b{i}": self.b, f"c{i}": self.c, f"fused{i}": self.fused,
                 f"fmt{i}": np.array([m.in_fmt, m.out_fmt, m.b_fmt]), f"sat{i}": m.saturate,
-                f"group{i}": self.group}
+                f"group{i}": self.group, **extra}
 
     @classmethod
     def from_arrays(cls, z, i=""):
         in_fmt, out_fmt, b_fmt = (str(x) for x in z[f"fmt{i}"])
         return cls(z[f"a{i}"], z[f"b{i}"], z[f"c{i}"], in_fmt=in_fmt, out_fmt=out_fmt,
                    b_fmt=b_fmt, saturate=bool(z[f"sat{i}"]), fused=bool(z[f"fused{i}"]),
-                   group=int(z[f"group{i}"]))
+                   group=int(z[f"group{i}"]),
+                   a_meta=z[f"a_meta{i}"] if f"a_meta{i}" in z.files else None)
 
     def save(self, path):
         np.savez(path, **self.arrays())

@@ -206,9 +206,9 @@ def _lowprec_few(k_per_file: int = 64, most: int = 4):
 def test_lowprec_silicon_through_core(sim, few):
     """Low-precision captures (FP8 E4M3/E5M2/mixed with FP32 and FP16 out, TF32, INT8
     wrapped and saturated, the chained wgmma files) through the core, every output bit equal
-    to the H200's: every tile of every file on Verilator; on Icarus a few tiles of every file
-    (``_lowprec_few``), or under ``slow`` two tiles of every kernel of every file."""
-    probs = _lowprec_few() if few else _lowprec_problems(None if sim == "verilator" else 2)
+    to the H200's: every tile of every file on Verilator; on Icarus one or two tiles of every
+    file (``_lowprec_few(32, 2)``), or under ``slow`` two tiles of every kernel of every file."""
+    probs = _lowprec_few(32, 2) if few else _lowprec_problems(None if sim == "verilator" else 2)
     assert len({name for name, _ in probs}) == len(list(LOWPREC.glob("*.npz"))) == 31
     kernels = {p.kernel.name for _, p in probs}
     assert {"tf32_f32", "e4m3_f32", "e5m2_f32", "e4m3_e5m2_f32", "e4m3_f16", "s8_s32",
@@ -238,8 +238,8 @@ def test_lanes_parameter_timing_and_refusal():
 def test_bench_of_a_16_lane_core():
     """The 16-lane core on Verilator: random stalls in every kernel, a beat every 4 clocks (8
     for the 8-bit kinds) and the exact latency, reset in mid-stream, groups of 1 to 4 beats;
-    then silicon tiles of every low-precision file and of the FP16/BF16 kernels through it
-    (with stalls, so through the same build), bit for bit."""
+    then silicon tiles of every low-precision file, of the FP16/BF16 kernels and of the 2:4
+    sparse captures through it (with stalls, so through the same build), bit for bit."""
     params = {"lanes": 16}
     run_bench("verilator", "mma4", "tb.mma4_bench",
               ["random_stalls", "throughput_latency", "reset_midstream", "groups_and_format_changes"],
@@ -247,25 +247,78 @@ def test_bench_of_a_16_lane_core():
     probs = _lowprec_few(k_per_file=32, most=1) + [
         ("h200_targeted.npz", problem(load(SILICON / "h200_targeted.npz"), k, 2))
         for k in ("f16_f32", "bf16_f32", "f16_f16")]
+    sparse = _sparse_problems(2)
     results = run_many("core", "verilator", [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
-                                              p.kernel.b_fmt, p.kernel.saturate) for _, p in probs],
-                       stall=0.1, seed=3, params=params)
-    for (name, p), (d, _) in zip(probs, results):
+                                              p.kernel.b_fmt, p.kernel.saturate) for _, p in probs]
+                       + [(p.sp.values, p.b, p.c, p.in_fmt, p.out_fmt, None, False, p.sp.meta)
+                          for _, p in sparse], stall=0.1, seed=3, params=params)
+    for (name, p), (d, _) in zip(probs + sparse, results):
         bad = int((d != p.expected).sum())
-        assert bad == 0, f"{name} {p.kernel.name} (16 lanes): {bad} of {d.size} outputs differ"
+        assert bad == 0, f"{name} {getattr(p, 'kernel', p).name} (16 lanes): {bad} of {d.size} outputs differ"
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lanes", [16, 32])
 def test_silicon_through_cores_of_fewer_lanes(lanes):
-    """Every tile of every low-precision capture and the FP16/BF16 files of CASES through a
-    core of 16 or 32 lanes (the beat player, no stalls), every bit equal to the H200's."""
+    """Every tile of every low-precision capture, the FP16/BF16 files of CASES and the 2:4
+    sparse captures through a core of 16 or 32 lanes (the beat player, no stalls), every bit
+    equal to the H200's."""
     probs = _lowprec_problems() + [(name, problem(load(SILICON / name), k, tiles))
                                    for name, tiles in CASES["verilator"]
                                    for k in ("f16_f32", "bf16_f32", "f16_f16")]
+    sparse = _sparse_problems()
     results = run_many("core", "verilator", [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
-                                              p.kernel.b_fmt, p.kernel.saturate) for _, p in probs],
-                       params={"lanes": lanes})
+                                              p.kernel.b_fmt, p.kernel.saturate) for _, p in probs]
+                       + [(p.sp.values, p.b, p.c, p.in_fmt, p.out_fmt, None, False, p.sp.meta)
+                          for _, p in sparse], params={"lanes": lanes})
+    for (name, p), (d, info) in zip(probs + sparse, results):
+        bad = int((d != p.expected).sum())
+        assert bad == 0, f"{name} {getattr(p, 'kernel', p).name} ({lanes} lanes): {bad} of {d.size} outputs differ"
+
+
+# --- 2:4 sparse beats ---------------------------------------------------------------------------
+
+SPARSE = SILICON / "sparse"
+
+
+def _sparse_problems(tiles=None):
+    from golden.sparse import tile_problems
+    probs = []
+    for path in sorted(SPARSE.glob("*.npz")):
+        probs += [(path.name, p) for p in tile_problems(load(path), tiles=tiles, where=path.name)]
+    return probs
+
+
+@pytest.mark.parametrize("sim,tiles,stall,lanes", [("verilator", None, 0.0, 64),
+                                                   ("verilator", 24, 0.3, 64),
+                                                   ("icarus", 2, 0.0, 64)])
+def test_sparse_silicon_through_core(sim, tiles, stall, lanes):
+    """The H200's mma.sp / wgmma.sp captures (FP16 and BF16, FP32 and FP16 accumulators) through
+    the core's 2:4 sparse beats, every output bit equal to the silicon's: every tile on
+    Verilator, and with random valid/ready stalls on both streams; a few tiles on Icarus."""
+    probs = _sparse_problems(tiles)
+    assert {p.name for _, p in probs} == {"f16_f32", "f16_f16", "bf16_f32", "wg_f16_f32",
+                                          "wg_f16_f16", "wg_bf16_f32"}
+    results = run_many("core", sim, [(p.sp.values, p.b, p.c, p.in_fmt, p.out_fmt, None, False, p.sp.meta)
+                                     for _, p in probs], stall=stall, seed=4,
+                       params={"lanes": lanes} if lanes != 64 else None)
     for (name, p), (d, info) in zip(probs, results):
         bad = int((d != p.expected).sum())
-        assert bad == 0, f"{name} {p.kernel.name} ({lanes} lanes): {bad} of {d.size} outputs differ"
+        assert bad == 0, f"{name} {p.name} on {sim} (2:4 sparse): {bad} of {d.size} outputs differ"
+        if not stall:
+            # 64 sparse beats a tile (16 blocks x 4), one a clock: 128 logical FMA per clock.
+            assert info["cycles"] >= 64 * len(p.b)
+
+
+def test_sparse_beats_read_the_named_b_rows():
+    """The beats' metadata decides which B rows enter: the same stored A with other (valid)
+    metadata gives other D on the core, the golden model's, bit for bit (an RTL that read the
+    dense rows or the wrong nibble would give the silicon's bits here only by chance)."""
+    from golden.sparse import SparseA, mma_sp
+    _, p = _sparse_problems(4)[0]
+    # Every group's stored values at logical k 2 and 3 (nibble 0xE: i0 = 2, i1 = 3).
+    alt = SparseA(p.sp.values, np.full_like(p.sp.meta, 0xEEEEEEEE), p.sp.k, p.in_fmt)
+    want = mma_sp(alt, p.b, p.c, in_fmt=p.in_fmt, out_fmt=p.out_fmt)
+    assert np.any(want != p.expected)
+    (d, _), = run_many("core", "verilator", [(alt.values, p.b, p.c, p.in_fmt, p.out_fmt, None, False, alt.meta)])
+    assert np.array_equal(d, want)

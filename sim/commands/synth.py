@@ -16,6 +16,9 @@ def add_arguments(parser):
     parser.add_argument("--device", default="ecp5-85k", choices=["ecp5-25k", "ecp5-45k", "ecp5-85k"])
     parser.add_argument("--lanes", type=int, default=None, choices=[64, 32, 16],
                         help="multipliers of the MMA4 core (mma4, gemm; default 64)")
+    parser.add_argument("--dense-only", action="store_true",
+                        help="mma4: the core without its 2:4 sparse select network (smaller: the "
+                             "16-lane core on the ECP5-25F needs it; sparse beats then unsupported)")
     parser.add_argument("--freq", type=float, default=100.0, help="target clock for placement, MHz")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--fresh", action="store_true",
@@ -46,6 +49,11 @@ def run(args) -> int:
         if "lanes" not in parameters(args.design) or args.design == "fp4dec":
             raise CliError(f"design {args.design} has no --lanes parameter")
         params["lanes"] = args.lanes
+    if args.dense_only:
+        if args.design != "mma4":
+            raise CliError("--dense-only is for --design mma4 (the other tops tie the core's sparse "
+                           "inputs off)")
+        params["sparse"] = False
     try:
         r = synth(args.design, device=args.device, params=params, freq_mhz=args.freq,
                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),

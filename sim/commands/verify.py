@@ -114,11 +114,11 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
             if is_sparse_file(data):
                 # 2:4 sparse captures (mma.sp tiles, cuSPARSELt GEMMs): golden.sparse checks them,
                 # here, so that a bad one fails before anything runs; printed in file order below.
-                if args.backend != "golden":
-                    raise CliError(f"{path}: 2:4 sparse captures run on --backend golden only "
-                                   "(there is no sparse RTL yet)")
                 if arch.name != "hopper":
                     raise CliError(f"{path}: 2:4 sparse MMA is modelled for --arch hopper only")
+                if rtl:     # tile files through the core's 2:4 sparse beats
+                    jobs.append((path, data, _sparse_rtl_problems(args, data, path)))
+                    continue
                 kw = dict(kernel=None if args.kernel == "all" else args.kernel, tiles=args.tiles,
                           where=str(path))
                 try:
@@ -168,6 +168,23 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
     checked = mismatched = 0
     rtl = args.backend in RTL_BACKENDS
     for path, data, prob, *job in jobs:
+        if isinstance(prob, tuple):                    # a sparse tile file through the RTL core
+            for p in prob:
+                try:
+                    got, info = run_tiles(args.backend, p.sp.values, p.b, p.c, in_fmt=p.in_fmt,
+                                          out_fmt=p.out_fmt, through="core", lanes=args.lanes,
+                                          a_meta=p.sp.meta,
+                                          waves=args.waves and f"{Path(path).stem}-{p.name}-core-{args.backend}")
+                except (BackendError, SimError) as e:
+                    raise CliError(str(e)) from None
+                if info.get("waves"):
+                    print(f"waveform: {info['waves']} ({wave_note(info['waves'])})")
+                bad = int((got != p.expected).sum())
+                print(f"{Path(path).name:40s} {p.name:13s} {f'{len(p.b)} tiles, 2:4 k{p.sp.k}':28s} "
+                      f"checked {got.size:7d} mismatches {bad}", flush=True)
+                checked += got.size
+                mismatched += bad
+            continue
         if isinstance(prob, list):                     # a sparse file's golden.sparse checks
             for r in prob:
                 if r.kind == "dense":
@@ -255,3 +272,22 @@ def _check_rtl_shapes(prob, path, through):
     if through == "gemm" and prob.gemm is None:
         raise CliError(f"{path}: --through gemm runs whole-GEMM files (a is M x K); this is "
                        "a tile file (--through soc runs each tile as a GEMM of its own)")
+
+
+def _sparse_rtl_problems(args, data, path) -> tuple:
+    """A sparse tile file's kernels for the RTL core (golden.sparse.TileProblem s); CliError for a
+    PyTorch sparse GEMM file or a path other than the core."""
+    from golden.sparse import tile_problems
+    if "a_meta" not in data:
+        raise CliError(f"{path}: PyTorch 2:4 sparse GEMM files run on --backend golden (their "
+                       "epilogue rounds outside the tensor core); sparse tile files run through "
+                       "the RTL core")
+    if args.through not in (None, "core"):
+        raise CliError(f"{path}: 2:4 sparse tiles run --through core, not --through {args.through}")
+    try:
+        probs = tile_problems(data, kernel=None if args.kernel == "all" else args.kernel,
+                              tiles=args.tiles, where=str(path))
+    except (ValueError, TypeError) as e:
+        raise CliError(str(e)) from None
+    # d_wg_* (wgmma.sp) has the inputs of d_* (mma.sp): both are checked, against their own bits.
+    return tuple(probs)

@@ -16,6 +16,8 @@ def add_arguments(parser):
     parser.add_argument("--cores", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm, soc)")
     parser.add_argument("--lanes", type=int, default=None, choices=[64, 32, 16],
                         help="multipliers of the MMA4 core (mma4, mma4play, gemm)")
+    parser.add_argument("--dense-only", action="store_true",
+                        help="mma4: the core without its 2:4 sparse select network")
     parser.add_argument("--mem-kib", type=int, default=None, metavar="KIB",
                         help="working memory of wmma, gemm, fp4gemm in KiB (a power of two)")
     parser.add_argument("--data-width", type=int, default=None, metavar="BITS",
@@ -53,6 +55,10 @@ def run(args) -> int:
                 raise CliError(f"design {name} has no {flags[key]} parameter (it takes: "
                                f"{', '.join(flags.get(k, k) for k in takes) or 'none'})")
             params[key] = value
+        if args.dense_only:
+            if name != "mma4":
+                raise CliError(f"--dense-only is for --design mma4, not {name}")
+            params["sparse"] = False
         try:
             make(name, **params)                 # the design checks its parameters' values
         except ValueError as e:
