@@ -16,16 +16,20 @@ Data flow, per 16x16 tile of D (row-major tiles):
 3. ``store_matrix_sync`` into the scratch memory and write the D tile to memory.
 
 The AXI4 master moves one tile row per INCR burst (split where a burst would cross a 4 KiB
-boundary, as AXI requires), waits for each burst's response, and holds VALID and payload on
-every channel until READY.  A read answered with SLVERR or DECERR ends the run with that error
-code in ``STATUS.error``: the rest of the burst is consumed, no further request is made, and the
-D tile whose operands failed is not written.  A bad configuration is refused at ``start`` with
-an error code and no memory access at all.
+boundary, as AXI requires) and holds VALID and payload on every channel until READY.  Its read
+and write engines run at the same time: reads keep up to 8 bursts in flight and take the next
+warp's transfer as soon as the current one's addresses are out, so the warps' transfers follow
+each other on the read channel without a gap, while a D tile goes out on the write channels
+(up to 4 bursts in flight, one beat a clock).  A read answered with SLVERR or DECERR ends the
+run with that error code in ``STATUS.error``: the rest of the data asked for is consumed, no
+further request is made, and no D tile whose operands failed is written.  A bad
+configuration is refused at ``start`` with an error code and no memory access at all.
 
 With ``cores`` warps, each warp walks its own D tiles (claimed in row-major order as it
-becomes free) and the one AXI4 master serves the warps' transfers in turn, so that one warp's
-memory traffic overlaps the others' arithmetic.  Within one warp the steps run one after
-another: one warp is bounded by the memory, not by its core.
+becomes free), and its transfers share the AXI4 master with the other warps', so that one
+warp's memory traffic overlaps the others' arithmetic.  Within one warp the steps run one after
+another: one warp is bounded by its own sequence (read, load, mma_sync), several by the read
+channel (a 16x16 A and B tile a K step: 64 beats of 128 bits).
 """
 
 from amaranth import *
@@ -78,34 +82,51 @@ class AxiSignature(wiring.Signature):
 
 
 class TileDma(wiring.Component):
-    """Moves ``rows`` rows of ``row_words`` 128-bit words between AXI memory (row r at byte
-    address ``addr + r * stride``) and the scratch memory (word ``word`` on, rows packed).
+    """The AXI4 master: moves tiles of ``rows`` rows of ``row_words`` 128-bit words between AXI
+    memory (row r at byte address ``addr + r * stride``) and a warp's scratch memory (word
+    ``word`` on, rows packed).  A read engine and a write engine run at the same time, each
+    with its own request port and its own AXI channels.
 
-    ``start`` (one clock) with ``write`` = 0 reads memory into the scratch memory, with 1 writes
-    the scratch words to memory.  ``done`` pulses when the tile is moved or stopped: ``error``
-    is then the first non-OKAY response (0 when none).
+    Reads (``rd_*``): a request is taken (``rd_valid`` and ``rd_ready`` in one clock) with its
+    ``rd_tag`` (the warp); the read addresses of its rows go out back to back (one a clock
+    while ``arready``), up to :attr:`MAX_READS` bursts in flight, while the data of earlier
+    bursts arrives, in order (one ID).  The next request is taken as soon as every address
+    of the current one has gone out, so the transfers of several warps follow each other on
+    the bus without a gap: a queue of two transfers (the one whose data is arriving, the one
+    whose addresses go out) routes each word to its warp (``sw_*`` with ``sw_tag``).
+    ``rd_done`` pulses with ``rd_done_tag`` when a transfer's data is all in.  After a
+    non-OKAY response (``rd_error``, kept until ``clear``) no further address is sent, the
+    data of the bursts already asked for is taken and dropped, and every transfer ends with
+    that error, later ones at once.
 
-    Reads keep up to :attr:`MAX_READS` bursts in flight: the read addresses of a tile's rows go
-    out back to back (one a clock while ``arready``) while the data of earlier ones arrives, in
-    order (one ID).  After a non-OKAY response no further address is sent and the data of the
-    bursts already asked for is taken and dropped before ``done``.  Writes keep one burst in
-    flight (address, data, response).
+    Writes (``wr_*``): one transfer at a time; its bursts' addresses go out back to back, up
+    to :attr:`MAX_WRITES` bursts in flight, the data one beat a clock (the scratch words read
+    ahead), WLAST on each burst's last beat.  ``wr_done`` pulses when every burst is answered;
+    after a non-OKAY response (``wr_error``, kept until ``clear``) no further address is sent,
+    the bursts already asked for get their data, and later transfers end at once.
 
-    The scratch port: ``sw_*`` writes a word, ``sr_addr`` reads one (data on ``sr_data`` the
-    next clock).
+    The scratch ports: ``sw_*`` writes a word (of warp ``sw_tag``), ``sr_addr`` reads one
+    (data on ``sr_data`` the next clock).  ``busy``: a transfer is under way on either side.
     """
 
     MAX_READS = 8
+    MAX_WRITES = 4
 
     def __init__(self, *, addr_width: int = 32, data_width: int = 128):
         self._aw, self._dw = addr_width, data_width
         sbits = (SCRATCH_WORDS - 1).bit_length()
+        req = {"addr": In(addr_width), "stride": In(32), "rows": In(5), "row_words": In(3),
+               "word": In(sbits)}
         super().__init__({
             "axi": Out(AxiSignature(addr_width, data_width)),
-            "start": In(1), "write": In(1), "addr": In(addr_width), "stride": In(32),
-            "rows": In(5), "row_words": In(3), "word": In(sbits),
-            "busy": Out(1), "done": Out(1), "error": Out(2),
-            "sw_addr": Out(sbits), "sw_data": Out(WORD_BITS), "sw_en": Out(1),
+            "clear": In(1), "busy": Out(1), "rd_busy": Out(1), "wr_busy": Out(1),
+            "rd_valid": In(1), "rd_ready": Out(1), "rd_tag": In(3),
+            **{f"rd_{k}": v for k, v in req.items()},
+            "rd_done": Out(1), "rd_done_tag": Out(3), "rd_error": Out(2),
+            "wr_valid": In(1), "wr_ready": Out(1),
+            **{f"wr_{k}": v for k, v in req.items()},
+            "wr_done": Out(1), "wr_error": Out(2),
+            "sw_addr": Out(sbits), "sw_data": Out(WORD_BITS), "sw_en": Out(1), "sw_tag": Out(3),
             "sr_addr": Out(sbits), "sr_data": In(WORD_BITS),
         })
 
@@ -113,157 +134,205 @@ class TileDma(wiring.Component):
         m = Module()
         axi = self.axi
         dw = self._dw
-        per_word = WORD_BITS // dw                # beats per 128-bit word
         beat_bytes = dw // 8
         size = beat_bytes.bit_length() - 1
-
-        write, rows, row_words = Signal(), Signal(5), Signal(3)
-        row, row_addr, ptr = Signal(5), Signal(self._aw), Signal(self._aw)
-        stride = Signal(32)
-        word = Signal.like(self.sw_addr)
-        beats_left = Signal(5)                    # beats of the row not yet requested
-        burst = Signal(5)                         # beats in the current burst
-        sent = Signal(5)                          # beats of the current burst done
-        sub = Signal(max(1, (per_word - 1).bit_length()))   # beat within the 128-bit word
-        acc = Signal(WORD_BITS)                   # the word being assembled or sent
-        err = Signal(2)
-
         m.d.comb += [
             axi.awburst.eq(1), axi.arburst.eq(1), axi.awsize.eq(size), axi.arsize.eq(size),
             axi.awcache.eq(0b0011), axi.arcache.eq(0b0011),     # normal, bufferable
-            axi.wstrb.eq(C(-1, dw // 8)), axi.awlen.eq(burst - 1),
-            axi.awaddr.eq(ptr), axi.araddr.eq(ptr), self.error.eq(err),
+            axi.wstrb.eq(C(-1, dw // 8)), axi.rready.eq(1), axi.bready.eq(1),
         ]
-        # The beats the next burst may carry: the rest of the row, up to the 4 KiB boundary.
-        to_boundary = Signal(14)
-        m.d.comb += to_boundary.eq((4096 - ptr[:12]) >> (beat_bytes.bit_length() - 1))
-        next_burst = Signal(5)
-        m.d.comb += [next_burst.eq(Mux(to_boundary < beats_left, to_boundary, beats_left)),
-                     axi.arlen.eq(next_burst - 1)]
-        # Reads: the address side (arv: an address is offered) and the bursts in flight.
-        arv, issuing = Signal(), Signal()
-        inflight = Signal(range(self.MAX_READS + 1))
-
-        def first_burst_of_row(addr, words=row_words):
-            m.d.sync += [ptr.eq(addr), row_addr.eq(addr), beats_left.eq(words * per_word)]
-
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.start):
-                    m.d.sync += [write.eq(self.write), rows.eq(self.rows), row.eq(0),
-                                 row_words.eq(self.row_words), stride.eq(self.stride),
-                                 word.eq(self.word), err.eq(0), sub.eq(0)]
-                    first_burst_of_row(self.addr, self.row_words)
-                    with m.If(self.write):
-                        m.next = "ADDR"
-                    with m.Else():
-                        m.d.sync += [issuing.eq(1), arv.eq(1), inflight.eq(0)]
-                        m.next = "READ"
-            with m.State("READ"):
-                m.d.comb += [self.busy.eq(1), axi.rready.eq(1)]
-                self._read_side(m, axi, err, arv, issuing, inflight, next_burst, row, rows,
-                                row_addr, stride, beats_left, first_burst_of_row, ptr, beat_bytes,
-                                word, acc, sub, per_word)
-            with m.State("ADDR"):
-                m.d.comb += self.busy.eq(1)
-                m.d.sync += [burst.eq(next_burst), sent.eq(0)]
-                m.next = "REQ"
-            with m.State("REQ"):
-                m.d.comb += [self.busy.eq(1), axi.awvalid.eq(1)]
-                with m.If(axi.awready):
-                    m.d.sync += beats_left.eq(beats_left - burst)
-                    m.next = "WREAD"
-            with m.State("WREAD"):                # fetch the next scratch word to send
-                m.d.comb += [self.busy.eq(1), self.sr_addr.eq(word)]
-                m.d.sync += word.eq(word + 1)
-                m.next = "WLOAD"
-            with m.State("WLOAD"):
-                m.d.comb += self.busy.eq(1)
-                m.d.sync += [acc.eq(self.sr_data), sub.eq(0)]
-                m.next = "WDATA"
-            with m.State("WDATA"):
-                last = sent == burst - 1
-                m.d.comb += [self.busy.eq(1), axi.wvalid.eq(1), axi.wdata.eq(acc[:dw]),
-                             axi.wlast.eq(last)]
-                with m.If(axi.wready):
-                    m.d.sync += [sent.eq(sent + 1), ptr.eq(ptr + beat_bytes)]
-                    if per_word > 1:
-                        m.d.sync += [acc.eq(acc >> dw), sub.eq(sub + 1)]
-                    word_done = C(1, 1) if per_word == 1 else (sub == per_word - 1)
-                    with m.If(last):
-                        m.next = "WRESP"
-                    with m.Elif(word_done):
-                        m.next = "WREAD"
-            with m.State("WRESP"):
-                m.d.comb += [self.busy.eq(1), axi.bready.eq(1)]
-                with m.If(axi.bvalid):
-                    with m.If(axi.bresp != RESP_OKAY):
-                        m.d.sync += err.eq(axi.bresp)
-                    self._after_burst(m, Mux(axi.bresp != RESP_OKAY, axi.bresp, 0),
-                                      row, rows, row_addr, stride, beats_left, first_burst_of_row)
-            with m.State("DONE"):
-                m.d.comb += self.done.eq(1)
-                m.next = "IDLE"
+        rd_busy = self._reads(m, axi)
+        wr_busy = self._writes(m, axi)
+        m.d.comb += [self.busy.eq(rd_busy | wr_busy), self.rd_busy.eq(rd_busy),
+                     self.wr_busy.eq(wr_busy)]
         return m
 
-    def _read_side(self, m, axi, err, arv, issuing, inflight, next_burst, row, rows, row_addr,
-                   stride, beats_left, first_burst_of_row, ptr, beat_bytes, word, acc, sub,
-                   per_word):
-        """The READ state: addresses out while ``issuing`` (ARVALID from the register ``arv``,
-        so it never falls before ARREADY), data in, done when no burst is left in flight."""
-        dw = self._dw
-        m.d.comb += axi.arvalid.eq(arv)
-        ar_fire = arv & axi.arready
-        r_end = axi.rvalid & axi.rlast
-        r_err = axi.rvalid & (axi.rresp != RESP_OKAY)
-        last_burst = (beats_left == next_burst) & (row == rows - 1)
-        m.d.sync += inflight.eq(inflight + ar_fire - r_end)
-        with m.If(ar_fire):
-            with m.If(beats_left != next_burst):          # the row's next burst
-                m.d.sync += [ptr.eq(ptr + next_burst * beat_bytes), beats_left.eq(beats_left - next_burst)]
-            with m.Elif(row != rows - 1):                  # the next row
-                m.d.sync += row.eq(row + 1)
-                first_burst_of_row(row_addr + stride)
+    def _addresses(self, m, prefix, valid, ready, limit_ok, failed, take):
+        """One side's address generator: the rows of the transfer taken (``take``), split
+        where a burst would cross 4 KiB, offered on ``valid`` (a register: it never falls
+        before ``ready``) while ``limit_ok`` (room for one more burst in flight) and not
+        ``failed``.  Returns (``open``: the transfer still has addresses to offer, the address,
+        the burst's beats, fire, and the signal that closes the transfer this clock)."""
+        aw, per_word = self._aw, WORD_BITS // self._dw
+        beat_bytes = self._dw // 8
+        req = {k: getattr(self, f"{prefix}_{k}") for k in ("addr", "stride", "rows", "row_words")}
+        rows, row_words, row, stride = Signal(5), Signal(3), Signal(5), Signal(32)
+        row_addr, ptr = Signal(aw, name=f"{prefix}_row_addr"), Signal(aw, name=f"{prefix}_ptr")
+        beats_left = Signal(5, name=f"{prefix}_beats_left")    # of the row, not yet asked for
+        issuing = Signal(name=f"{prefix}_issuing")            # addresses left to send
+        opened = Signal(name=f"{prefix}_open")                # the transfer not yet closed
+        to_boundary = Signal(14, name=f"{prefix}_to_boundary")
+        burst = Signal(5, name=f"{prefix}_burst")
+        m.d.comb += [to_boundary.eq((4096 - ptr[:12]) >> (beat_bytes.bit_length() - 1)),
+                     burst.eq(Mux(to_boundary < beats_left, to_boundary, beats_left))]
+        fire = valid & ready
+        last_burst = (beats_left == burst) & (row == rows - 1)
+        with m.If(fire):
+            with m.If(beats_left != burst):               # the row's next burst
+                m.d.sync += [ptr.eq(ptr + burst * beat_bytes), beats_left.eq(beats_left - burst)]
+            with m.Elif(~last_burst):                      # the next row
+                m.d.sync += [row.eq(row + 1), ptr.eq(row_addr + stride),
+                             row_addr.eq(row_addr + stride), beats_left.eq(row_words * per_word)]
             with m.Else():
                 m.d.sync += issuing.eq(0)
-        # Offer the next address at once, unless this was the last, an error came back or
-        # MAX_READS would be in flight.
-        more = Mux(ar_fire, ~last_burst, issuing)
-        flight_next = inflight + ar_fire - r_end
+        more = Mux(fire, ~last_burst, issuing)
+        valid_next = Mux(~valid | fire, more & limit_ok & ~failed, 1)
+        close = opened & ~valid_next & (~more | failed)
+        m.d.sync += valid.eq(valid_next)
+        with m.If(close):
+            m.d.sync += [opened.eq(0), issuing.eq(0)]
+        with m.If(take):
+            m.d.sync += [rows.eq(req["rows"]), row_words.eq(req["row_words"]), row.eq(0),
+                         stride.eq(req["stride"]), ptr.eq(req["addr"]), row_addr.eq(req["addr"]),
+                         beats_left.eq(req["row_words"] * per_word),
+                         issuing.eq(~failed), opened.eq(~failed), valid.eq(~failed & limit_ok)]
+        return opened, ptr, burst, fire, close
+
+    def _reads(self, m, axi):
+        n = self.MAX_READS
+        dw, per_word = self._dw, WORD_BITS // self._dw
+        sbits = len(self.sw_addr)
+        err = Signal(2, name="rd_err")
+        arv = Signal(name="arv")
+        inflight = Signal(range(n + 1), name="rd_inflight")
+        # The transfer queue: entry 0 receives data (the oldest), entry 1 (if any) is newer;
+        # only the newest may still have addresses to send (``opened``).
+        v = [Signal(name=f"rq{i}_valid") for i in range(2)]
+        tag = [Signal(3, name=f"rq{i}_tag") for i in range(2)]
+        word = [Signal(sbits, name=f"rq{i}_word") for i in range(2)]
+        pend = [Signal(range(n + 1), name=f"rq{i}_pend") for i in range(2)]   # bursts in flight
+        r_end = axi.rvalid & axi.rlast
+        r_err = axi.rvalid & (axi.rresp != RESP_OKAY)
         failed = (err != 0) | r_err
-        arv_next = Mux(~arv | ar_fire, more & (flight_next < self.MAX_READS) & ~failed, 1)
-        m.d.sync += arv.eq(arv_next)
-        # Done when nothing is offered or in flight and no address is left to send (all sent,
-        # or an error stopped them: the bursts already asked for are drained first).
-        with m.If(~arv_next & (flight_next == 0) & (~more | failed)):
-            m.next = "DONE"
+        ar_fire_c = arv & axi.arready
+        flight_next = inflight + ar_fire_c - r_end
+        take = Signal()
+        opened, ptr, burst, ar_fire, close = self._addresses(
+            m, "rd", arv, axi.arready, flight_next < n, failed, take)
+        m.d.comb += [axi.arvalid.eq(arv), axi.araddr.eq(ptr), axi.arlen.eq(burst - 1)]
+        m.d.sync += inflight.eq(flight_next)
+
+        head_closed = v[1] | ~opened
+        done = v[0] & (pend[0] == 0) & head_closed
+        m.d.comb += [self.rd_done.eq(done), self.rd_done_tag.eq(tag[0]), self.rd_error.eq(err),
+                     self.rd_ready.eq(~v[1] & ~opened), take.eq(self.rd_valid & self.rd_ready)]
+        # Data arrives for entry 0 while it has bursts in flight, else for entry 1 (entry 0
+        # is then done, or nothing is in flight).
+        sel = pend[0] == 0
+        sub = Signal(max(1, (per_word - 1).bit_length()), name="rd_sub")
+        acc = Signal(WORD_BITS, name="rd_acc")
+        full = C(1, 1) if per_word == 1 else (sub == per_word - 1)
+        wrote = axi.rvalid & full
         with m.If(axi.rvalid):
-            with m.If((axi.rresp != RESP_OKAY) & (err == 0)):
+            with m.If(r_err & (err == 0)):
                 m.d.sync += err.eq(axi.rresp)
             if per_word == 1:
-                full = C(1, 1)
                 m.d.comb += self.sw_data.eq(axi.rdata)
             else:
-                full = sub == per_word - 1
                 m.d.comb += self.sw_data.eq(Cat(acc[dw:], axi.rdata))
                 m.d.sync += [acc.eq(Cat(acc[dw:], axi.rdata)), sub.eq(sub + 1)]
-            with m.If(full):
-                m.d.comb += [self.sw_addr.eq(word), self.sw_en.eq(err == 0)]
-                m.d.sync += word.eq(word + 1)
-
-    @staticmethod
-    def _after_burst(m, error, row, rows, row_addr, stride, beats_left, first_burst_of_row):
-        """After a burst: stop on an error, else the row's next burst, the next row, or done."""
-        with m.If(error != 0):
-            m.next = "DONE"
-        with m.Elif(beats_left != 0):
-            m.next = "ADDR"
-        with m.Elif(row == rows - 1):
-            m.next = "DONE"
+        m.d.comb += [self.sw_addr.eq(Mux(sel, word[1], word[0])),
+                     self.sw_tag.eq(Mux(sel, tag[1], tag[0])),
+                     self.sw_en.eq(wrote & (err == 0))]
+        # Each entry's next state: the newest gets the address fired, the data's entry loses
+        # the burst that ended and moves on a word.
+        p_next = [pend[i] + (ar_fire & (v[1] == i)) - (r_end & (sel == i)) for i in range(2)]
+        w_next = [word[i] + (wrote & (sel == i)) for i in range(2)]
+        with m.If(done & v[1]):                            # entry 1 moves up
+            m.d.sync += [tag[0].eq(tag[1]), word[0].eq(w_next[1]), pend[0].eq(p_next[1]),
+                         v[1].eq(0)]
         with m.Else():
-            m.d.sync += row.eq(row + 1)
-            first_burst_of_row(row_addr + stride)
-            m.next = "ADDR"
+            m.d.sync += [pend[0].eq(p_next[0]), pend[1].eq(p_next[1]),
+                         word[0].eq(w_next[0]), word[1].eq(w_next[1])]
+            with m.If(done):
+                m.d.sync += v[0].eq(0)
+        with m.If(take):                   # behind a live entry 0, or in its place
+            slot = v[0] & ~done
+            for i in range(2):
+                with m.If(slot == i):
+                    m.d.sync += [v[i].eq(1), tag[i].eq(self.rd_tag), word[i].eq(self.rd_word),
+                                 pend[i].eq(0)]
+        with m.If(self.clear):
+            m.d.sync += err.eq(0)
+        return v[0]
+
+    def _writes(self, m, axi):
+        nw = self.MAX_WRITES
+        dw, per_word = self._dw, WORD_BITS // self._dw
+        sbits = len(self.sr_addr)
+        err = Signal(2, name="wr_err")
+        awv = Signal(name="awv")
+        active = Signal(name="wr_active")
+        b_due = Signal(range(nw + 1), name="wr_b_due")          # bursts asked for, not answered
+        b_fire = axi.bvalid
+        b_err = b_fire & (axi.bresp != RESP_OKAY)
+        failed = (err != 0) | b_err
+        aw_fire_c = awv & axi.awready
+        due_next = b_due + aw_fire_c - b_fire
+        take = Signal()
+        opened, ptr, burst, aw_fire, close = self._addresses(
+            m, "wr", awv, axi.awready, due_next < nw, failed, take)
+        m.d.comb += [axi.awvalid.eq(awv), axi.awaddr.eq(ptr), axi.awlen.eq(burst - 1)]
+        m.d.sync += b_due.eq(due_next)
+        with m.If(b_err & (err == 0)):
+            m.d.sync += err.eq(axi.bresp)
+        # The lengths of the bursts whose address went out and whose data has not all gone.
+        lens = Array(Signal(5, name=f"wlen{i}") for i in range(nw))
+        head, tail = Signal(range(nw)), Signal(range(nw))
+        queued = Signal(range(nw + 1), name="wr_queued")
+        beat = Signal(5, name="wr_beat")                        # beat of the head burst
+        # The scratch words, read ahead into two registers (q0 is sent, narrow data a beat
+        # at a time); a read's data comes a clock later (``fetched``).
+        q = [Signal(WORD_BITS, name=f"wq{i}") for i in range(2)]
+        qv = [Signal(name=f"wq{i}_valid") for i in range(2)]
+        sub = Signal(max(1, (per_word - 1).bit_length()), name="wr_sub")
+        fetched = Signal(name="wr_fetched")
+        rd_word = Signal(sbits, name="wr_word")
+        words_left = Signal(8, name="wr_words_left")
+        wv = qv[0] & (queued != 0)
+        last = beat == lens[head]
+        w_fire = wv & axi.wready
+        m.d.comb += [axi.wvalid.eq(wv), axi.wdata.eq(q[0][:dw]), axi.wlast.eq(last)]
+        with m.If(aw_fire):
+            m.d.sync += [lens[tail].eq(burst - 1), tail.eq(Mux(tail == nw - 1, 0, tail + 1))]
+        pop_len = w_fire & last
+        with m.If(w_fire):
+            m.d.sync += beat.eq(Mux(last, 0, beat + 1))
+        with m.If(pop_len):
+            m.d.sync += head.eq(Mux(head == nw - 1, 0, head + 1))
+        m.d.sync += queued.eq(queued + aw_fire - pop_len)
+        word_sent = w_fire & (C(1, 1) if per_word == 1 else (sub == per_word - 1))
+        if per_word > 1:
+            with m.If(w_fire):
+                m.d.sync += sub.eq(sub + 1)
+        # Queue of words: pop the sent one, push the fetched one.
+        n0v, n0 = Mux(word_sent, qv[1], qv[0]), Mux(word_sent, q[1], q[0] if per_word == 1 else
+                                                    Mux(w_fire, q[0] >> dw, q[0]))
+        n1v = Mux(word_sent, 0, qv[1])
+        with m.If(fetched & ~n0v):
+            m.d.sync += [q[0].eq(self.sr_data), qv[0].eq(1), qv[1].eq(0)]
+        with m.Elif(fetched):
+            m.d.sync += [q[0].eq(n0), qv[0].eq(n0v), q[1].eq(self.sr_data), qv[1].eq(1)]
+        with m.Else():
+            m.d.sync += [q[0].eq(n0), qv[0].eq(n0v), qv[1].eq(n1v)]
+        done = active & ~opened & (b_due == 0) & ~fetched
+        # Read the next word while it will fit (after an error, only the words still owed).
+        fetch = (active & (words_left != 0) & ((n0v + n1v + fetched) < 2) &
+                 ((err == 0) | (queued != 0)) & ~done)
+        m.d.comb += self.sr_addr.eq(rd_word)
+        m.d.sync += fetched.eq(fetch)
+        with m.If(fetch):
+            m.d.sync += [rd_word.eq(rd_word + 1), words_left.eq(words_left - 1)]
+        m.d.comb += [self.wr_done.eq(done), self.wr_error.eq(err),
+                     self.wr_ready.eq(~active), take.eq(self.wr_valid & ~active)]
+        with m.If(done):
+            m.d.sync += [active.eq(0), qv[0].eq(0), qv[1].eq(0), sub.eq(0)]
+        with m.If(take):
+            m.d.sync += [active.eq(1), rd_word.eq(self.wr_word), sub.eq(0),
+                         words_left.eq(self.wr_rows * self.wr_row_words)]
+        with m.If(self.clear):
+            m.d.sync += err.eq(0)
+        return active
 
 
 class RunConfig(data.Struct):
@@ -498,9 +567,10 @@ class GemmSoc(wiring.Component):
     scratch memory).  Clock ``clk``, synchronous active-high reset ``rst``.
 
     The warps share the AXI4 master: each claims the next D tile in row-major order when it is
-    free, and asks for its transfers one at a time; the master serves them in round-robin order,
-    one tile transfer at a time, so that the warps' arithmetic overlaps the other warps' memory
-    traffic.  The first error (a bad response, or the engine) stops every warp at its next step
+    free, and asks for its transfers one at a time; the master's read and write engines each
+    take them in round-robin order, reads back to back across warps and a write at the same
+    time, so that the warps' arithmetic overlaps the other warps' memory traffic.  The first
+    error (a bad response, or the engine) stops every warp at its next step
     boundary; the run ends when all are idle.
 
     Parameters
@@ -615,25 +685,40 @@ class GemmSoc(wiring.Component):
                 m.d.sync += [tj.eq(tj + 1),
                              b_col.eq(b_col + Mux(cfg.b_cols, (ld["b"] << cfg.esh).shift_left(4), 32))]
 
-        # ---- the AXI4 master, one warp's transfer at a time, round robin -------------------
-        owned, owner, last = Signal(), Signal(range(max(2, len(workers)))), Signal(4)
-        req_pick, req_any = _round_robin(m, [w.dma_req for w in workers], last, "dma")
+        # ---- the AXI4 master: reads and writes at once, each side round robin ------------
+        # A warp's transfer is asked for until done; ``pending`` marks the ones taken.
+        pending = Signal(len(workers))
+        wants = [(w.dma_req & ~pending[i], w.dma.write) for i, w in enumerate(workers)]
         reqs = Array(w.dma for w in workers)
-        sel = Mux(owned, owner, req_pick)          # whose scratch memory the DMA is on
-        with m.If(~owned & req_any):
-            m.d.comb += [dma.start.eq(1), dma.write.eq(reqs[req_pick].write),
-                         dma.addr.eq(reqs[req_pick].addr), dma.stride.eq(reqs[req_pick].stride),
-                         dma.rows.eq(16), dma.row_words.eq(reqs[req_pick].row_words),
-                         dma.word.eq(reqs[req_pick].word)]
-            m.d.sync += [owned.eq(1), owner.eq(req_pick), last.eq(req_pick)]
-        with m.If(dma.done):
-            m.d.sync += owned.eq(0)
+        rd_last, wr_last = Signal(4), Signal(4)
+        rd_pick, rd_any = _round_robin(m, [r & ~wr for r, wr in wants], rd_last, "rd")
+        wr_pick, wr_any = _round_robin(m, [r & wr for r, wr in wants], wr_last, "wr")
+        wr_owner = Signal(range(max(2, len(workers))))
+        rd_take, wr_take = rd_any & dma.rd_ready, wr_any & dma.wr_ready
+        for side, pick in (("rd", rd_pick), ("wr", wr_pick)):
+            r = reqs[pick]
+            m.d.comb += [getattr(dma, f"{side}_addr").eq(r.addr),
+                         getattr(dma, f"{side}_stride").eq(r.stride),
+                         getattr(dma, f"{side}_rows").eq(16),
+                         getattr(dma, f"{side}_row_words").eq(r.row_words),
+                         getattr(dma, f"{side}_word").eq(r.word)]
+        m.d.comb += [dma.rd_valid.eq(rd_any), dma.rd_tag.eq(rd_pick), dma.wr_valid.eq(wr_any)]
+        with m.If(rd_take):
+            m.d.sync += rd_last.eq(rd_pick)
+        with m.If(wr_take):
+            m.d.sync += [wr_last.eq(wr_pick), wr_owner.eq(wr_pick)]
         for i, w in enumerate(workers):
-            mine = owned & (owner == i)
-            m.d.comb += [w.dma_done.eq(mine & dma.done), w.dma_error.eq(dma.error),
-                         w.host_addr.eq(Mux(dma.sw_en, dma.sw_addr, dma.sr_addr)),
-                         w.host_wdata.eq(dma.sw_data), w.host_we.eq(dma.sw_en & mine)]
-        m.d.comb += dma.sr_data.eq(Array(w.host_rdata for w in workers)[sel])
+            rd_mine, wr_mine = dma.rd_done & (dma.rd_done_tag == i), dma.wr_done & (wr_owner == i)
+            writing_me = dma.sw_en & (dma.sw_tag == i)
+            m.d.comb += [w.dma_done.eq(rd_mine | wr_mine),
+                         w.dma_error.eq(Mux(wr_mine, dma.wr_error, dma.rd_error)),
+                         w.host_addr.eq(Mux(writing_me, dma.sw_addr, dma.sr_addr)),
+                         w.host_wdata.eq(dma.sw_data), w.host_we.eq(writing_me)]
+            with m.If((rd_take & (rd_pick == i)) | (wr_take & (wr_pick == i))):
+                m.d.sync += pending[i].eq(1)
+            with m.Elif(rd_mine | wr_mine):
+                m.d.sync += pending[i].eq(0)
+        m.d.comb += dma.sr_data.eq(Array(w.host_rdata for w in workers)[wr_owner])
 
         # ---- counters, errors, stop ---------------------------------------------------------
         cycles, beats = Signal(64), Signal(64)
@@ -658,6 +743,7 @@ class GemmSoc(wiring.Component):
 
         with m.FSM():
             with m.State("IDLE"):
+                m.d.comb += dma.clear.eq(regs.ctrl_start)
                 with m.If(regs.ctrl_start):
                     m.d.sync += [cm.eq(regs.m), cn.eq(regs.n), ck.eq(regs.k),
                                  cfg.acc_f16.eq(regs.format_acc_f16), cfg.c_given.eq(regs.format_c_given),
@@ -682,7 +768,7 @@ class GemmSoc(wiring.Component):
                     m.next = "RUN"
             with m.State("RUN"):
                 # A warp told to stop may leave while the transfer it asked for runs on.
-                with m.If(all_idle & ~owned):
+                with m.If(all_idle & ~dma.busy & ~pending.any()):
                     with m.If(abort & (error == 0)):
                         m.next = "ABORT"
                     with m.Else():

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 
 __all__ = ["BenchError", "pin_blas_threads", "bench_golden", "bench_sim", "bench_gemm",
-           "bench_soc", "bench_all", "print_bench_table", "GOLDEN_BENCH_KINDS"]
+           "bench_soc", "bench_all", "print_bench_table", "print_soc_table", "GOLDEN_BENCH_KINDS"]
 
 
 class BenchError(RuntimeError):
@@ -183,29 +183,46 @@ def bench_gemm(m=128, n=128, k=128, backend="verilator", seed=1) -> dict:
             "sim_cycles_per_s": info["cycles"] / info["sim_s"]}
 
 
-def bench_soc(m=64, n=64, k=64, warps=(1, 2, 4), backend="verilator", seed=1) -> dict:
+def bench_soc(m=64, n=None, k=None, warps=(1, 2, 4, 8), backend="verilator", seed=1) -> dict:
     """A random FP16 -> FP32 GEMM through the ``soc`` design (AXI memory without pauses) with
-    each number of warps: clocks (the CYCLES register), utilisation of the warps' cores, and
-    the speed-up over one warp, all in one run."""
+    each number of warps: clocks (the CYCLES register), utilisation of the warps' cores, the
+    speed-up over the first (one warp), and the AXI4 read data bus's busy share (R beats
+    per clock; the 128-bit bus carries at most one a clock), all in one run.  ``m`` alone
+    sets a cube (``bench_soc(256)``: 256x256x256)."""
     from golden.gemm import matmul_t
     from sim.soc import run_soc
 
     from sim.operands import random_operands
 
+    n, k = n or m, k or m
     a, b = random_operands(m, n, k, "fp16", seed)
     want = matmul_t(a, b)
     rows = []
     for w in warps:
+        print(f"  {m}x{n}x{k}, {w} warp{'s' if w > 1 else ''} ...", flush=True)
         d, info = run_soc(backend, a, b, params={"cores": w} if w > 1 else None)
         bad = int((d != want).sum())
         if bad:
             raise BenchError(f"soc with {w} warps: {bad} outputs differ from the golden model")
         rows.append({"warps": w, "cycles": info["cycles"], "mismatches": bad,
                      "utilization": m * n * k / info["cycles"] / (64 * w),
-                     "fma_per_clock": m * n * k / info["cycles"]})
+                     "fma_per_clock": m * n * k / info["cycles"],
+                     "read_bus": m * n * k // 64 / info["cycles"]})       # 64 FP16 per beat pair
     for r in rows:
         r["speedup_vs_1"] = rows[0]["cycles"] / r["cycles"]
     return {"m": m, "n": n, "k": k, "backend": backend, "runs": rows}
+
+
+def print_soc_table(r: dict):
+    """``bench_soc``'s result as the Markdown table of docs/soc.md."""
+    print(f"soc design, {r['m']}x{r['n']}x{r['k']} FP16->FP32 on {r['backend']}, AXI memory "
+          "without pauses, bit-exact")
+    print()
+    print("| warps | clocks | FMA per clock | core utilisation | read bus busy | vs 1 warp |")
+    print("|---|---|---|---|---|---|")
+    for x in r["runs"]:
+        print(f"| {x['warps']} | {x['cycles']:,} | {x['fma_per_clock']:.1f} | {x['utilization']:.3f} "
+              f"| {x['read_bus']:.2f} | {x['speedup_vs_1']:.2f}x |")
 
 
 def _machine() -> str:

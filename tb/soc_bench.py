@@ -85,6 +85,9 @@ class Bench:
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
         self.axi = AxiSlave(AxiBus.from_prefix(dut, "m_axi"), dut.clk, dut.rst, target=self.mem)
         self.requests = 0
+        #: bus activity, counted each clock: R and W beats, clocks with a read burst or a
+        #: write burst asked for and not yet answered (``tcore bench soc`` reports them)
+        self.stats = dict(r_beats=0, w_beats=0, read_busy=0, write_busy=0, both_busy=0, clocks=0)
         if pause:
             chans = [self.axil.write_if.aw_channel, self.axil.write_if.w_channel,
                      self.axil.write_if.b_channel, self.axil.read_if.ar_channel,
@@ -116,10 +119,29 @@ class Bench:
         await ClockCycles(dut.clk, 2)
 
     async def _count_requests(self):
+        dut, st = self.dut, self.stats
+
+        def bit(sig):                            # 0 for an undriven (X/Z) signal
+            v = sig.value
+            return int(v) if v.is_resolvable else 0
+        reads = writes = 0                       # bursts asked for, not yet answered
         while True:
-            await RisingEdge(self.dut.clk)
+            await RisingEdge(dut.clk)
             await ReadOnly()
-            self.requests += int(self.dut.m_axi_arvalid.value) + int(self.dut.m_axi_awvalid.value)
+            arv, awv = bit(dut.m_axi_arvalid), bit(dut.m_axi_awvalid)
+            self.requests += arv + awv
+            r = bit(dut.m_axi_rvalid) & bit(dut.m_axi_rready)
+            w = bit(dut.m_axi_wvalid) & bit(dut.m_axi_wready)
+            rb, wb = bool(reads or arv), bool(writes or awv)
+            st["r_beats"] += r
+            st["w_beats"] += w
+            st["read_busy"] += rb
+            st["write_busy"] += wb
+            st["both_busy"] += rb and wb
+            st["clocks"] += 1
+            reads += (arv and bit(dut.m_axi_arready)) - (r and bit(dut.m_axi_rlast))
+            writes += (awv and bit(dut.m_axi_awready)) - \
+                (bit(dut.m_axi_bvalid) & bit(dut.m_axi_bready))
 
     async def reg_write(self, name, value):
         r = await with_timeout(self.axil.write(REG[name], int(value).to_bytes(4, "little")), 100, "us")
@@ -469,6 +491,8 @@ async def job(dut):
     base_d = after(base_c, m * n * es)
     b = Bench(dut, pause=float(h.option("pause", 0.0)), mem_size=after(base_d, m * n * es))
     await b.start()
+    for key in b.stats:
+        b.stats[key] = 0
     t0 = time.perf_counter()
     outs, err, cycles = [], 0, 0
     kstep = 8 if fmt == "tf32" else 16
@@ -486,4 +510,5 @@ async def job(dut):
             err = e
             break
     d = np.stack(outs) if batch else outs[0]
-    np.savez(h.result, d=d, error=err, cycles=cycles, sim_s=time.perf_counter() - t0)
+    np.savez(h.result, d=d, error=err, cycles=cycles, sim_s=time.perf_counter() - t0,
+             **{f"bus_{key}": v for key, v in b.stats.items()})
