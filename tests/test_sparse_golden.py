@@ -425,12 +425,17 @@ def test_cli_verify_sparse_mismatch_exit_1(tmp_path, capsys):
     assert out.strip().splitlines()[-1] == f"checked {2 * 432 * 256} mismatches 1"
 
 
-def test_cli_refuses_rtl_backend_for_sparse(capsys):
-    code, out, err = _run(capsys, "verify", str(TILE_FILES[1]), "--backend", "verilator")
-    assert code == 2 and out == ""
-    assert "golden only" in err and "sparse" in err and len(err.strip().splitlines()) == 1
-    code, _, err = _run(capsys, "verify", str(TORCH_FILES[0]), "--backend", "verilator")
-    assert code == 2 and "golden only" in err
+def test_cli_sparse_tiles_through_the_rtl_core_torch_files_refused(capsys):
+    """Sparse tile files run through the RTL core's sparse beats (the RTL tests check every
+    tile); PyTorch's sparse GEMM files, and other RTL paths, are refused with one line."""
+    code, out, err = _run(capsys, "verify", str(TILE_FILES[1]), "--backend", "verilator",
+                          "--tiles", "1", "--kernel", "f16_f32")
+    assert code == 0 and out.strip().splitlines()[-1] == "checked 512 mismatches 0", (out, err)
+    code, out, err = _run(capsys, "verify", str(TORCH_FILES[0]), "--backend", "verilator")
+    assert code == 2 and out == "" and "--backend golden" in err and len(err.strip().splitlines()) == 1
+    code, out, err = _run(capsys, "verify", str(TILE_FILES[1]), "--backend", "verilator",
+                          "--through", "wmma")
+    assert code == 2 and out == "" and "--through core" in err
 
 
 def test_sparse_error_plot_data_and_png(tmp_path, capsys):
