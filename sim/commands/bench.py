@@ -13,7 +13,9 @@ HELP = "benchmarks that print figures"
 def add_arguments(parser):
     parser.add_argument("what", choices=["golden", "sim", "soc", "all"],
                         help="all: golden, sim and a GEMM, as one table (make bench); soc: the soc "
-                             "design with 1, 2 and 4 warps")
+                             "design with 1, 2, 4 and 8 warps")
+    parser.add_argument("--size", type=int, default=64, metavar="N",
+                        help="soc: an NxNxN GEMM (a multiple of 16; default 64)")
     parser.add_argument("--tiles", type=int, default=4096)
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="golden: threads for the golden model (default: every core)")
@@ -32,13 +34,10 @@ def run(args) -> int:
             print()
             bench.print_bench_table(r)
         elif args.what == "soc":
-            r = bench.bench_soc()
-            print(f"soc design, {r['m']}x{r['n']}x{r['k']} FP16->FP32 on {r['backend']}, AXI memory "
-                  "without pauses, bit-exact")
-            print(f"{'warps':>5s} {'clocks':>8s} {'FMA/clock':>9s} {'core util':>9s} {'vs 1 warp':>9s}")
-            for x in r["runs"]:
-                print(f"{x['warps']:5d} {x['cycles']:8d} {x['fma_per_clock']:9.1f} "
-                      f"{x['utilization']:9.3f} {x['speedup_vs_1']:8.2f}x")
+            if args.size < 16 or args.size % 16:
+                raise CliError(f"--size must be a positive multiple of 16, not {args.size}")
+            r = bench.bench_soc(args.size)
+            bench.print_soc_table(r)
         elif args.what == "sim":
             r = bench.bench_sim()
             print(f"{'simulator':10s} {'tiles':>6s} {'sim s':>7s} {'wall s':>7s} {'tiles/s':>9s} "
