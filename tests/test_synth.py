@@ -145,7 +145,7 @@ def test_logic_path_cuts_at_a_flip_flop_in_the_path():
 
 
 def test_keep_hierarchy_patterns_name_the_cores_rounders_and_pickers():
-    """The synthesis script keeps the core's 16 rounders and 32 element pickers as modules of
+    """The synthesis script keeps the core's 16 rounders and 48 element pickers as modules of
     their own: its patterns must match exactly those modules of the core's ECP5 Verilog (a
     rename in the RTL would otherwise silently let Yosys merge their control registers)."""
     import fnmatch
@@ -158,6 +158,8 @@ def test_keep_hierarchy_patterns_name_the_cores_rounders_and_pickers():
     modules = re.findall(r"^module \\?(\S+)", text, re.M)
     kept = {p: [n for n in modules if fnmatch.fnmatchcase(n, p)] for p in KEEP_HIERARCHY}
     assert sorted(kept["*.round*"]) == sorted(f"mma4.round{x}" for x in range(16))
-    assert sorted(kept["*.pick_*"]) == sorted(f"mma4.pick_{o}{x}" for o in "ab" for x in range(16))
+    # A and B (rows 0..3) of every beat, and B's rows 4..7 of a 2:4 sparse beat (b_hi).
+    assert sorted(kept["*.pick_*"]) == sorted(f"mma4.pick_{o}{x}" for o in ("a", "b", "bh")
+                                              for x in range(16))
     assert all(f"setattr -mod -set keep_hierarchy 1 {p};" in yosys_script("mma4")
                for p in KEEP_HIERARCHY)
