@@ -288,8 +288,9 @@ class MMA4(wiring.Component):
     match).  A core of ``lanes`` = 32 or 16 has that many multipliers, adder trees' worth of
     products, accumulators' and rounders' worth of outputs: it sends each pass through them in
     ``64 // lanes`` slices of ``lanes // 16`` rows of D, one slice per clock, and accepts a pass
-    every ``64 // lanes`` clocks (:meth:`beat_clocks`); the exponent lane and the FIFOs are the
-    same.  Each output's accumulator is then a chain of ``64 // lanes`` registers (a slice's
+    every ``64 // lanes`` clocks (:meth:`beat_clocks`); the exponent lane is the same, and the
+    significand FIFO keeps a pass as its slices (``64 // lanes`` times deeper, as much
+    narrower: the same block RAMs).  Each output's accumulator is then a chain of ``64 // lanes`` registers (a slice's
     running sum comes back round when its next pass does), and the rounders' results are
     gathered into a whole D before the output FIFO.  The bits are the same for every ``lanes``.
 
