@@ -146,13 +146,18 @@ class SparseA:
         """The logical (dense) shape (..., M, K)."""
         return self.values.shape[:-1] + (self.k,)
 
+    def nibbles(self) -> np.ndarray:
+        """Each group's metadata nibble ``i0 | i1 << 2``: int64 (..., M, K/4)."""
+        q = np.arange(self.k // 4)
+        return (self.meta[..., q // 8].astype(np.int64) >> (4 * (q % 8))) & 0xF
+
     def indices(self) -> np.ndarray:
         """Logical K of every stored value: int64 (..., M, K/2), ``4q + i_s`` at column 2q+s.
 
         ValueError if a nibble does not have i0 < i1 (names the first bad row and group)."""
         groups = self.k // 4
         q = np.arange(groups)
-        nib = (self.meta[..., q // 8].astype(np.int64) >> (4 * (q % 8))) & 0xF
+        nib = self.nibbles()
         i0, i1 = nib & 3, nib >> 2
         bad = i0 >= i1
         if np.any(bad):

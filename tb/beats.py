@@ -150,12 +150,6 @@ def sparse_block_beats(values, nib, b, c, k0: int):
     return a4, b8, m4, c4, last
 
 
-def meta_nibbles(meta, k: int) -> np.ndarray:
-    """The PTX metadata words (T, 16, ceil(K/32)) as one nibble per group of 4 logical K:
-    (T, 16, K/4) uint8."""
-    q = np.arange(k // 4)
-    return ((meta[..., q // 8] >> (4 * (q % 8)).astype(np.uint32)) & 0xF).astype(np.uint8)
-
 
 def unpack_outputs(words, acc_f16: bool) -> np.ndarray:
     """Output payload integers to (n, 16) D bits (uint16 when ``acc_f16``)."""
@@ -191,7 +185,8 @@ class Job:
             if not fused or self.a.shape[2] * 2 != k or k % 32:
                 raise ValueError(f"a 2:4 sparse job is fused, with K a multiple of 32 and K/2 "
                                  f"stored values a row, not a {self.a.shape} and b {self.b.shape}")
-            self.nib = meta_nibbles(self.a_meta, k)
+            from golden.sparse import SparseA      # checks the metadata, reads its nibbles
+            self.nib = SparseA(self.a, self.a_meta, k, in_fmt).nibbles()
             self.steps = list(range(0, k, 32))
             return
         k, kd = self.a.shape[2], self.mode.kd

@@ -180,8 +180,7 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
                 if info.get("waves"):
                     print(f"waveform: {info['waves']} ({wave_note(info['waves'])})")
                 bad = int((got != p.expected).sum())
-                print(f"{Path(path).name:40s} {p.name:13s} {f'{len(p.b)} tiles, 2:4 k{p.sp.k}':28s} "
-                      f"checked {got.size:7d} mismatches {bad}", flush=True)
+                _line(path, p.name, f"{len(p.b)} tiles, 2:4 k{p.sp.k}", got.size, bad)
                 checked += got.size
                 mismatched += bad
             continue
@@ -192,8 +191,7 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
                           f"differ: {r.mismatches} of {r.checked} outputs differ from the 2:4 rule "
                           "(not counted)", flush=True)
                     continue
-                print(f"{Path(path).name:40s} {r.name:13s} {r.what:28s} "
-                      f"checked {r.checked:7d} mismatches {r.mismatches}", flush=True)
+                _line(path, r.name, r.what, r.checked, r.mismatches)
                 checked += r.checked
                 mismatched += r.mismatches
             continue
@@ -210,8 +208,7 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
             size, bad = job[0].result()
             what = (f"gemm {prob.gemm[0]}x{prob.gemm[1]}x{prob.gemm[2]}, {len(prob.c)} tiles"
                     if prob.gemm else f"{len(prob.c)} tiles")
-            print(f"{Path(path).name:40s} {k.name:13s} {what:28s} "
-                  f"checked {size:7d} mismatches {bad}", flush=True)
+            _line(path, k.name, what, size, bad)
             checked += size
             mismatched += bad
             continue
@@ -249,12 +246,17 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
                 if prob.gemm else f"{len(prob.c)} tiles")
         if whole:
             what += f", {info['cycles']} clk"
-        print(f"{Path(path).name:40s} {k.name:13s} {what:28s} "
-              f"checked {got.size:7d} mismatches {bad}", flush=True)
+        _line(path, k.name, what, got.size, bad)
         checked += got.size
         mismatched += bad
     print(f"checked {checked} mismatches {mismatched}")
     return EXIT_OK if mismatched == 0 else EXIT_MISMATCH
+
+
+def _line(path, kernel: str, what: str, checked: int, bad: int):
+    """One file and kernel's line of the report."""
+    print(f"{Path(path).name:40s} {kernel:13s} {what:28s} checked {checked:7d} mismatches {bad}",
+          flush=True)
 
 
 def _check_rtl_shapes(prob, path, through):
