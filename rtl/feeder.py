@@ -75,6 +75,7 @@ class BeatFeeder(wiring.Component):
             rd.a.eq(Mux(go, self.a, frags[0]) + (t & j[1])), rd.b.eq(Mux(go, self.b, frags[1])),
             rd.c.eq(Mux(go, self.c, frags[2])),
             rd.s.eq(idx[0:2]), rd.j.eq(j), rd.jb.eq(Cat(j[0], j[1] & ~t)), rd.i.eq(idx[4:6]),
+            rd.sparse.eq(Mux(go, self.mode.sparse, mode.sparse)),
         ]
         with m.If(go):
             m.d.sync += [frags[0].eq(self.a), frags[1].eq(self.b), frags[2].eq(self.c),
@@ -91,6 +92,7 @@ class BeatFeeder(wiring.Component):
             beat.payload.c.eq(Mux(zero_c, 0, rd.beat_c.as_value())),
             beat.payload.last.eq(cur_s == 3),
             beat.payload.mode.eq(mode),
+            beat.payload.b_hi.eq(rd.beat_b_hi), beat.payload.meta.eq(rd.beat_meta),
         ]
         return m
 

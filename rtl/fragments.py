@@ -55,7 +55,7 @@ from numerics import fragments as fl
 
 __all__ = ["Kind", "Shape", "FragmentBank", "LoadSignature", "FillSignature", "MmaReadSignature",
            "MmaWriteSignature", "StoreSignature", "LANES", "SLOTS", "MATRIX_A", "MATRIX_B",
-           "ACCUMULATOR", "WORD_BITS", "host_port"]
+           "ACCUMULATOR", "METADATA", "WORD_BITS", "host_port"]
 
 LANES, SLOTS = fl.LANES, fl.SLOTS
 WORD_BITS = 128                     # memory port: 8 half or 4 float elements
@@ -73,13 +73,16 @@ def host_port(mem_words: int) -> dict:
 
 
 class Kind(enum.Enum, shape=2):
-    """Fragment kinds (the WMMA command's ``kind`` codes)."""
+    """Fragment kinds (the WMMA command's ``kind`` codes).  ``METADATA``: a 2:4 sparse A
+    fragment's metadata (PTX's ``e`` operand), in a bank built with ``sparse``."""
     MATRIX_A = 0
     MATRIX_B = 1
     ACCUMULATOR = 2
+    METADATA = 3
 
 
 MATRIX_A, MATRIX_B, ACCUMULATOR = Kind.MATRIX_A, Kind.MATRIX_B, Kind.ACCUMULATOR
+METADATA = Kind.METADATA
 _NAMES = {MATRIX_A: "matrix_a", MATRIX_B: "matrix_b", ACCUMULATOR: "accumulator"}
 
 
@@ -115,7 +118,10 @@ class LoadSignature(wiring.Signature):
     """load_matrix_sync, one memory word per clock: word ``word`` of line ``line`` (a row when
     row-major, a column when ``col``) of fragment ``frag`` of ``kind`` and shape ``mnk``; ``f16``
     marks 16-bit accumulator elements (8 per word, else 4 FP32).  Written at the clock edge.
-    A line has 16 elements in m16n16k16; the other shapes have 8 to 32 lines of 8 to 32."""
+    A line has 16 elements in m16n16k16; the other shapes have 8 to 32 lines of 8 to 32.
+    ``METADATA`` (m16n16k16, a ``sparse`` bank): row ``line`` (0..15) of A fragment ``frag``'s
+    metadata := the 32-bit element ``word`` (0..3) of ``data``, the row's PTX metadata word of
+    the k32 (nibble q: group q's ``i0 | i1 << 2``)."""
 
     def __init__(self):
         super().__init__({"en": Out(1), "kind": Out(Kind), "mnk": Out(Shape), "col": Out(1),
@@ -137,14 +143,23 @@ class MmaReadSignature(wiring.Signature):
     ``b`` (matrix) and ``c`` (accumulator): A[4i+r][4s+k] at 4r+k, B[4s+k][4jb+c] at 4k+c,
     C[4i+r][4j+c] at 4r+c (``jb`` = ``j`` but in the other shapes, whose B is 8 wide).
     ``en`` takes the address; the beat comes one clock later and is held until the next
-    ``en``."""
+    ``en``.
+
+    ``sparse`` (a bank built with ``sparse``): a 2:4 sparse beat of an ``mma.sp`` k32.  ``a``
+    holds the stored values (16 x 16 of a logical 16 x 32) and its metadata; B is the pair of
+    fragments ``b`` (K rows 0..15) and ``b + 1`` (16..31); slice ``s`` takes stored A
+    columns 4s.., B rows 8s..8s+7 (``beat_b``: rows 8s..8s+3, ``beat_b_hi``: 8s+4..8s+7,
+    as ``beat_b``) and byte ``s`` of each of A rows 4i..4i+3's metadata words
+    (``beat_meta`` byte r: row 4i+r), as :class:`rtl.mma4.Beat` takes them."""
 
     def __init__(self):
         super().__init__({"en": Out(1), "a": Out(3), "b": Out(3), "c": Out(3),
-                          "i": Out(2), "j": Out(2), "jb": Out(2), "s": Out(2),
+                          "i": Out(2), "j": Out(2), "jb": Out(2), "s": Out(2), "sparse": Out(1),
                           "beat_a": In(data.ArrayLayout(16, 16)),
                           "beat_b": In(data.ArrayLayout(16, 16)),
-                          "beat_c": In(data.ArrayLayout(32, 16))})
+                          "beat_c": In(data.ArrayLayout(32, 16)),
+                          "beat_b_hi": In(data.ArrayLayout(16, 16)),
+                          "beat_meta": In(32)})
 
 
 class MmaWriteSignature(wiring.Signature):
@@ -293,6 +308,10 @@ class FragmentBank(wiring.Component):
         Support column-major loads and stores (the GEMM top, row-major only, leaves them out).
     f16 : bool
         Support FP16 accumulator loads and stores.
+    sparse : bool
+        2:4 sparse A: a metadata word per row of each A fragment (loads of ``METADATA``), a
+        second read port on B's columns and ``mma_rd.sparse`` beats (see
+        :class:`MmaReadSignature`).
 
     Members
     -------
@@ -307,14 +326,15 @@ class FragmentBank(wiring.Component):
     """
 
     def __init__(self, *, a_frags: int = 4, b_frags: int = 4, acc_frags: int = 2,
-                 load_ports: int = 1, col_major: bool = True, f16: bool = True):
+                 load_ports: int = 1, col_major: bool = True, f16: bool = True,
+                 sparse: bool = False):
         for name, n in (("a_frags", a_frags), ("b_frags", b_frags), ("acc_frags", acc_frags)):
             if not 1 <= n <= 8:
                 raise ValueError(f"{name} must be 1..8, not {n!r}")
         if load_ports not in (1, 2):
             raise ValueError(f"Load ports must be 1 or 2, not {load_ports!r}")
         self._frags = {MATRIX_A: a_frags, MATRIX_B: b_frags, ACCUMULATOR: acc_frags}
-        self._ports, self._col, self._f16 = load_ports, col_major, f16
+        self._ports, self._col, self._f16, self._sparse = load_ports, col_major, f16, sparse
         super().__init__({
             "fill": In(FillSignature()),
             "load": In(LoadSignature()).array(load_ports),
@@ -327,6 +347,9 @@ class FragmentBank(wiring.Component):
             kind: [memory.Memory(shape=2 * _elem_bits(kind), depth=ENTRIES * n, init=[])
                    for _ in range(COLUMNS)]
             for kind, n in self._frags.items()}
+        # meta[r]: the metadata words of rows 4i + r of every A fragment (address frag, i).
+        self.meta = [memory.Memory(shape=32, depth=4 * a_frags, init=[]) for _ in range(4)] \
+            if sparse else []
 
     def frags(self, kind) -> int:
         return self._frags[Kind(kind)]
@@ -362,7 +385,30 @@ class FragmentBank(wiring.Component):
             self._write_side(m, kind, cols, modes)
         self._beat_reads(m)
         self._store_read(m, modes)
+        if self._sparse:
+            self._metadata(m)
         return m
+
+    def _metadata(self, m):
+        """Metadata loads (one row's word per clock) and the beat's four bytes: rows 4i..4i+3
+        of fragment ``a`` read at once, byte ``s`` of each."""
+        rd = self.mma_rd
+        s_held = Signal(2)
+        with m.If(rd.en):
+            m.d.sync += s_held.eq(rd.s)
+        for r, mem in enumerate(self.meta):
+            m.submodules[f"meta{r}"] = mem
+            wp, rp = mem.write_port(), mem.read_port(transparent_for=())
+            for port in reversed(self.load):        # port 0 last: it wins
+                with m.If(port.en & (port.kind == METADATA) & (port.line[:2] == r)):
+                    m.d.comb += [wp.en.eq(1), wp.addr.eq(self._meta_addr(port.frag, port.line[2:4])),
+                                 wp.data.eq(port.data.word_select(port.word[:2], 32))]
+            m.d.comb += [rp.en.eq(rd.en), rp.addr.eq(self._meta_addr(rd.a, rd.i)),
+                         rd.beat_meta[8 * r:8 * r + 8].eq(rp.data.word_select(s_held, 8))]
+
+    def _meta_addr(self, frag, i):
+        n = self._frags[MATRIX_A]
+        return i if n == 1 else Cat(i, frag[:(n - 1).bit_length()])
 
     def _addr(self, kind, frag, entry):
         n = self._frags[kind]
@@ -439,17 +485,24 @@ class FragmentBank(wiring.Component):
 
     def _beat_reads(self, m):
         rd = self.mma_rd
-        for kind, beat, frag, entry in (
-                (MATRIX_A, rd.beat_a, rd.a, Cat(rd.s, rd.i)),
-                (MATRIX_B, rd.beat_b, rd.b, Cat(rd.jb, rd.s)),
-                (ACCUMULATOR, rd.beat_c, rd.c, Cat(rd.j, rd.i))):
+        reads = [(MATRIX_A, rd.beat_a, rd.a, Cat(rd.s, rd.i), ""),
+                 (MATRIX_B, rd.beat_b, rd.b, Cat(rd.jb, rd.s), ""),
+                 (ACCUMULATOR, rd.beat_c, rd.c, Cat(rd.j, rd.i), "")]
+        if self._sparse:
+            # A sparse slice s reads k blocks 2(s % 2) and 2(s % 2) + 1 of B fragment
+            # b + s // 2: two entries at once, through a second read port.
+            sp = rd.sparse
+            frag_b = (rd.b + (sp & rd.s[1]))[:3]
+            reads[1] = (MATRIX_B, rd.beat_b, frag_b, Cat(rd.jb, Mux(sp, Cat(C(0, 1), rd.s[0]), rd.s)), "")
+            reads.append((MATRIX_B, rd.beat_b_hi, frag_b, Cat(rd.jb, C(1, 1), rd.s[0]), "_hi"))
+        for kind, beat, frag, entry, tag in reads:
             name = _NAMES[kind]
             eb = _elem_bits(kind)
             ports = [mem.read_port(transparent_for=()) for mem in self.columns[kind]]
             for rp in ports:
                 m.d.comb += [rp.addr.eq(self._addr(kind, frag, entry)), rp.en.eq(rd.en)]
             # The entry whose data the ports hold, for the skew.
-            held = Signal(4, name=f"{name}_held")
+            held = Signal(4, name=f"{name}{tag}_held")
             with m.If(rd.en):
                 m.d.sync += held.eq(entry)
 

@@ -8,8 +8,8 @@ from amaranth.lib import data, fifo, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from .feeder import BeatFeeder, DrainD
-from .fragments import (MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, LoadSignature, StoreSignature,
-                        host_port)
+from .fragments import (MATRIX_A, MATRIX_B, METADATA, WORD_BITS, FragmentBank, LoadSignature,
+                        StoreSignature, host_port)
 from .formats import Kind, Mode
 from .mma4 import MMA4
 
@@ -28,6 +28,12 @@ class GemmConfig(data.Struct):
     row-major, FP32, FP16 (``acc_f16``) or S32.  D = A·B, as matmulT computes it
     (``fill_fragment(c, 0)``).  A K step is one Hopper block of the kind: 16 FP16/BF16
     elements, 8 TF32, 32 FP8/INT8 - 32 bytes of a row of A (or of a column of B) in every kind.
+
+    With ``sparse`` (FP16/BF16, B row-major) A is 2:4 sparse and a K step is one ``mma.sp``
+    k32: A holds the stored values (M x K/2 row-major, :class:`golden.sparse.SparseA`'s
+    ``values``, 32 bytes a row per step as before) and the metadata E its PTX words (M x K/32
+    uint32 row-major, ``SparseA.meta``) from word address ``e_base`` on, packed (element
+    ``r * steps + t`` of E is 32-bit lane ``% 4`` of word ``e_base + // 4``).
     """
 
     tiles_m: TILE_BITS        # M / 16
@@ -42,6 +48,8 @@ class GemmConfig(data.Struct):
     b_alt: 1                  # FP8: B is E5M2; INT8: B is U8
     sat: 1                    # INT8: each K step's result clamped to S32
     b_cols: 1                 # B is given column-major (N x K)
+    sparse: 1                 # A is 2:4 sparse (values at a_base, metadata at e_base)
+    e_base: ADDR_BITS
 
 
 class TileGrant(data.Struct):
@@ -66,9 +74,14 @@ class InFlight(data.Struct):
 
 
 class TileLoader(wiring.Component):
-    """Asks for tiles and loads each K step's A and B tiles at once (two memory read ports, two
-    register-file load ports, 32 clocks) into pair ``pair`` (0, 1, 0, ...) once that pair is
-    free; ``loaded`` pulses with the step's :class:`StepInfo` when the pair is full."""
+    """Asks for tiles and loads each K step's operands into pair ``pair`` (0, 1, 0, ...) once
+    that pair is free; ``loaded`` pulses with the step's :class:`StepInfo` when it is full.
+
+    Two memory read ports, two register-file load ports, a word per clock each.  Dense: A and
+    B at once (16 lines of 2 words), 32 clocks.  Sparse: B's 32 rows (64 clocks, into B
+    fragments 2p and 2p + 1) on port 1 while port 0 loads A's stored values (32 clocks), then
+    the 16 rows' metadata words (16 clocks).  A pair's B is always fragment 2p (+1).
+    """
 
     def __init__(self):
         super().__init__({
@@ -84,13 +97,15 @@ class TileLoader(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
+        sp = cfg.sparse
         have = Signal()                          # a tile is being loaded
         lti, ltj, lstep = Signal(TILE_BITS), Signal(TILE_BITS), Signal(TILE_BITS)
         lp = self.pair
         loading = Signal()
-        line, word = Signal(4), Signal()
+        n = Signal(6)                            # the step's load clock: line n[1:], word n[0]
         a_row, b_row = Signal(ADDR_BITS), Signal(ADDR_BITS)     # word address of the current line
-        pend, pend_line, pend_word, pend_last = Signal(), Signal(4), Signal(), Signal()
+        e_idx = Signal(ADDR_BITS + 2)            # metadata element (32-bit) of the current row
+        pend, pend_n, pend_lane, pend_last = Signal(), Signal(6), Signal(2), Signal()
 
         m.d.comb += self.tile_req.eq(self.run & ~have & ~self.tile_none)
         with m.If(self.tile_req & self.tile_ack):
@@ -98,29 +113,42 @@ class TileLoader(wiring.Component):
         a_stride = cfg.steps.shift_left(1)        # words per row of A (32 bytes per step)
         # Words per line of B: a row (N / 8), or a column of K like a row of A.
         b_stride = Mux(cfg.b_cols, a_stride, cfg.tiles_n.shift_left(1))
+        a_off = (lti.shift_left(4) * a_stride)[:ADDR_BITS + 1]    # the tile's first row of A
+        k_row = Mux(sp, lstep.shift_left(5), lstep.shift_left(4))  # the step's first row of B
         with m.If(have & ~loading & ~pend & ~self.pair_full.bit_select(lp, 1)):
-            # A tile rows 16*ti.., columns 16*step..; B tile rows 16*step.., columns 16*tj..
-            m.d.sync += [loading.eq(1), line.eq(0), word.eq(0),
-                         a_row.eq(cfg.a_base + (lti.shift_left(4) * a_stride)[:ADDR_BITS] + lstep.shift_left(1)),
+            # A tile rows 16*ti.., columns (a step's 32 bytes) lstep..; B rows k_row..,
+            # columns 16*tj..; E elements (16*ti) * steps + lstep, steps apart.
+            m.d.sync += [loading.eq(1), n.eq(0), e_idx.eq(a_off[1:] + lstep),
+                         a_row.eq(cfg.a_base + a_off[:ADDR_BITS] + lstep.shift_left(1)),
                          b_row.eq(Mux(cfg.b_cols,
                                       cfg.b_base + (ltj.shift_left(4) * b_stride)[:ADDR_BITS] + lstep.shift_left(1),
-                                      cfg.b_base + (lstep.shift_left(4) * b_stride)[:ADDR_BITS] + ltj.shift_left(1)))]
-        last_word = (line == 15) & (word == 1)
-        m.d.comb += [self.a_addr.eq(a_row + word), self.b_addr.eq(b_row + word)]
+                                      cfg.b_base + (k_row * b_stride)[:ADDR_BITS] + ltj.shift_left(1)))]
+        last_n = Mux(sp, 63, 31)
+        meta = sp & n[5]                         # port 0 reads metadata (n 32..47)
+        m.d.comb += [self.a_addr.eq(Mux(meta, cfg.e_base + e_idx[2:], a_row + n[0])),
+                     self.b_addr.eq(b_row + n[0])]
         m.d.sync += pend.eq(0)
         with m.If(loading):
-            m.d.sync += [pend.eq(1), pend_line.eq(line), pend_word.eq(word), pend_last.eq(last_word),
-                         word.eq(~word)]
-            with m.If(word):
-                m.d.sync += [line.eq(line + 1), a_row.eq(a_row + a_stride), b_row.eq(b_row + b_stride)]
-            with m.If(last_word):
+            m.d.sync += [pend.eq(1), pend_n.eq(n), pend_lane.eq(e_idx[:2]),
+                         pend_last.eq(n == last_n), n.eq(n + 1)]
+            with m.If(n[0]):
+                m.d.sync += [a_row.eq(a_row + a_stride), b_row.eq(b_row + b_stride)]
+            with m.If(meta):
+                m.d.sync += e_idx.eq(e_idx + cfg.steps)
+            with m.If(n == last_n):
                 m.d.sync += loading.eq(0)
-        for port, kind, dat in ((self.load[0], MATRIX_A, self.a_data),
-                                (self.load[1], MATRIX_B, self.b_data)):
-            m.d.comb += [port.en.eq(pend), port.kind.eq(kind),
-                         port.col.eq(cfg.b_cols if kind == MATRIX_B else 0), port.f16.eq(0),
-                         port.frag.eq(lp), port.line.eq(pend_line), port.word.eq(pend_word),
-                         port.data.eq(dat)]
+        pmeta = sp & pend_n[5]
+        a_port, b_port = self.load
+        m.d.comb += [a_port.en.eq(pend & ~(pmeta & pend_n[4])),
+                     a_port.kind.eq(Mux(pmeta, METADATA, MATRIX_A)), a_port.col.eq(0),
+                     a_port.frag.eq(lp),
+                     a_port.line.eq(Mux(pmeta, pend_n[:4], pend_n[1:5])),
+                     a_port.word.eq(Mux(pmeta, pend_lane, pend_n[0])),
+                     b_port.en.eq(pend), b_port.kind.eq(MATRIX_B), b_port.col.eq(cfg.b_cols),
+                     b_port.frag.eq(Cat(sp & pend_n[5], lp)),
+                     b_port.line.eq(pend_n[1:5]), b_port.word.eq(pend_n[0])]
+        for port, dat in ((a_port, self.a_data), (b_port, self.b_data)):
+            m.d.comb += [port.f16.eq(0), port.data.eq(dat)]
         last_step = lstep == cfg.steps - 1
         m.d.comb += [self.info.first.eq(lstep == 0), self.info.last.eq(last_step),
                      self.info.ti.eq(lti), self.info.tj.eq(ltj),
@@ -201,10 +229,14 @@ class MatmulTWarp(wiring.Component):
 
     A step therefore occupies the core for 64 clocks (``64 * 64 // lanes`` with a core of
     fewer lanes, whose ``i.ready`` paces the feeder); with K >= 32 nothing waits in steady
-    state.  ``run`` low holds every engine in reset (a cleared warp starts from nothing).
+    state.  A 2:4 sparse step (``cfg.sparse``, logical K 32) is 64 sparse beats too, 128
+    logical FMA each; its load takes 64 clocks (B's 32 rows) plus two, so a 64-lane core
+    gets a step every 66 clocks.  ``run`` low holds every engine in reset (a cleared warp
+    starts from nothing).  ``sparse=False`` builds the warp without the 2:4 hardware (core
+    select network, metadata, B's second read port).
     """
 
-    def __init__(self, *, lanes: int = 64):
+    def __init__(self, *, lanes: int = 64, sparse: bool = True):
         super().__init__({
             "cfg": In(GemmConfig),
             "run": In(1),                       # high while a GEMM runs; low clears the warp
@@ -216,10 +248,11 @@ class MatmulTWarp(wiring.Component):
             "beats": Out(1),                    # one clock per beat accepted by the core
             "idle": Out(1),
         })
-        # Column-major loads: B in the TN layout (b_cols).
-        self.bank = FragmentBank(a_frags=2, b_frags=2, acc_frags=2, load_ports=2,
-                                 col_major=True)
-        self.core = MMA4(lanes=lanes)
+        # Column-major loads: B in the TN layout (b_cols).  Pair p's B is fragment 2p, and
+        # 2p + 1 for a sparse step's K rows 16..31.
+        self.bank = FragmentBank(a_frags=2, b_frags=4, acc_frags=2, load_ports=2,
+                                 col_major=True, sparse=sparse)
+        self.core = MMA4(lanes=lanes, sparse=sparse)
 
     def elaborate(self, platform):
         m = Module()
@@ -273,10 +306,11 @@ class MatmulTWarp(wiring.Component):
         acc_free = ~acc_busy.bit_select(next_acc, 1) | ~info.first
         feeding_pair = Signal()                  # the pair the feeder reads
         go = feeder.ready & pair_full.bit_select(fp, 1) & acc_free & wbq.w_rdy
-        m.d.comb += [feeder.start.eq(go), feeder.a.eq(fp), feeder.b.eq(fp), feeder.c.eq(next_acc),
+        m.d.comb += [feeder.start.eq(go), feeder.a.eq(fp), feeder.b.eq(Cat(C(0, 1), fp)),
+                     feeder.c.eq(next_acc),
                      feeder.mode.kind.eq(cfg.kind), feeder.mode.acc_f16.eq(cfg.acc_f16),
                      feeder.mode.a_alt.eq(cfg.a_alt), feeder.mode.b_alt.eq(cfg.b_alt),
-                     feeder.mode.sat.eq(cfg.sat),
+                     feeder.mode.sat.eq(cfg.sat), feeder.mode.sparse.eq(cfg.sparse),
                      feeder.zero_c.eq(info.first)]
         # The step's outputs leave the core a few clocks after its first beat, so the
         # write-back learns its destination when the step starts.
@@ -316,7 +350,8 @@ class GemmTop(wiring.Component):
 
     Write the operands into the memory, set ``cfg``, pulse ``start``; ``done`` rises when every
     tile is stored, and ``cycles`` holds the clocks from ``start`` to ``done``.  ``beats``
-    counts core beats (64 FMA each), so utilisation = beats * 64 / (cycles * cores * lanes).
+    counts core beats (64 FMA each; 128 logical FMA each when sparse), so utilisation =
+    beats * 64 / (cycles * cores * lanes) either way.
 
     The memory (``lib.memory.Memory``, ``mem_words`` words of 128 bits) models global memory
     with two read ports per warp and one write port, shared by the warps' storers (lowest
@@ -329,16 +364,19 @@ class GemmTop(wiring.Component):
     mem_words : int
     lanes : 64, 32 or 16
         Each core's multipliers (:class:`rtl.mma4.MMA4`).
+    sparse : bool
+        2:4 sparse A (``GemmConfig.sparse``) supported: each beat is then 128 logical FMA.
     """
 
-    def __init__(self, *, cores: int = 1, mem_words: int = 32768, lanes: int = 64):
+    def __init__(self, *, cores: int = 1, mem_words: int = 32768, lanes: int = 64,
+                 sparse: bool = True):
         if not 1 <= cores <= 8:
             raise ValueError(f"Cores must be 1 to 8, not {cores!r}")
         if mem_words < 64 or mem_words & (mem_words - 1) or mem_words > (1 << ADDR_BITS):
             raise ValueError(f"Memory words must be a power of two in 64..2**{ADDR_BITS}, not {mem_words!r}")
         self._cores, self._mem_words = cores, mem_words
-        self._lanes = lanes
-        self.warps = [MatmulTWarp(lanes=lanes) for _ in range(cores)]
+        self._lanes, self._sparse = lanes, bool(sparse)
+        self.warps = [MatmulTWarp(lanes=lanes, sparse=sparse) for _ in range(cores)]
         super().__init__({
             "cfg": In(GemmConfig), "start": In(1),
             "busy": Out(1), "done": Out(1), "cycles": Out(32), "beats": Out(32), "tiles_done": Out(2 * TILE_BITS),
@@ -352,6 +390,10 @@ class GemmTop(wiring.Component):
     @property
     def lanes(self):
         return self._lanes
+
+    @property
+    def sparse(self):
+        return self._sparse
 
     @property
     def mem_words(self):

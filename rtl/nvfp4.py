@@ -238,7 +238,7 @@ class Fp4GemmTop(wiring.Component):
     """
 
     def __init__(self, *, cores: int = 1, mem_words: int = 32768):
-        self.gemm = GemmTop(cores=cores, mem_words=mem_words)
+        self.gemm = GemmTop(cores=cores, mem_words=mem_words, sparse=False)
         self.gemm._MustUse__silence = True       # built into this module, not elaborated
         super().__init__({
             "cfg": In(GemmConfig), "fcfg": In(Fp4Config), "start": In(1),

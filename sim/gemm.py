@@ -20,7 +20,7 @@ from rtl.designs import LINT_PARAMS
 
 from .runner import SimError, build_dir, build_root, keep_waves, run_bench, wave_file
 
-__all__ = ["run_gemm", "run_fp4_gemm", "fp4_reset_bench", "gemm_params", "mem_words_for",
+__all__ = ["run_gemm", "run_sparse_gemm", "run_fp4_gemm", "fp4_reset_bench", "gemm_params", "mem_words_for",
            "MIN_WORDS", "MAX_WORDS"]
 
 # The GEMM top's memory is a build parameter sized from the job: a power of two, so that jobs
@@ -121,6 +121,54 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
         info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "gemm", params, True),
                                              "gemm"), label)
     return d, info
+
+
+def run_sparse_gemm(backend: str, sp, b, *, out_fmt="fp32", cores=1, lanes=64, waves=False,
+                    progress=True):
+    """D = A·B for a 2:4 sparse A (:class:`golden.sparse.SparseA`, FP16 or BF16, M x K) and B
+    (K x N bits) on ``backend`` ("golden", "icarus", "verilator"): matmulT on the GEMM top,
+    each K step one ``mma.sp`` k32; the golden model is :func:`golden.sparse.mma_sp` with C = 0.
+    ``beats`` are sparse core beats (128 logical FMA each)."""
+    from golden.sparse import mma_sp
+    from tb.images import gemm_fields, sparse_image, sparse_layout
+
+    m, k = sp.shape
+    n = b.shape[1]
+    in_fmt = sp.fmt
+    if in_fmt not in ("fp16", "bf16"):
+        raise ValueError(f"the GEMM top runs 2:4 sparse FP16 or BF16 A, not {in_fmt}")
+    if b.shape[0] != k:
+        raise ValueError(f"B has {b.shape[0]} rows but the sparse A's K is {k}")
+    if min(m, n) < 16 or m % 16 or n % 16 or k < 32 or k % 32:
+        raise ValueError(f"a 2:4 sparse GEMM takes M and N multiples of 16 and K of 32, not "
+                         f"{m}x{n}x{k}")
+    if in_fmt == "bf16" and out_fmt == "fp16":
+        raise ValueError("BF16 inputs with an FP16 accumulator is not an mma.sp combination")
+    if backend == "golden":
+        t = time.perf_counter()
+        zero = np.zeros((m, n), np.uint16 if out_fmt == "fp16" else np.uint32)
+        d = mma_sp(sp, b, zero, in_fmt=in_fmt, out_fmt=out_fmt)
+        return d, {"cycles": None, "beats": m * n * k // 128, "sim_s": time.perf_counter() - t}
+    if backend not in ("icarus", "verilator"):
+        raise ValueError(f"2:4 sparse GEMMs run on --backend golden, verilator or icarus, not {backend}")
+    if not 1 <= cores <= 8:
+        raise ValueError(f"--cores must be 1 to 8, not {cores}")
+    _check_tiles(m, n, k)
+    end = sparse_layout(m, n, k, out_fmt == "fp16")[-1]
+    try:
+        params = gemm_params(cores, mem_words_for(end), lanes)
+    except ValueError as e:
+        raise ValueError(f"a {m}x{k}x{n} sparse GEMM {e}") from None
+    img = sparse_image(sp.values, sp.meta, b)
+    job = dict(a=sp.values, b=b, kstep=32, sparse=1, **gemm_fields(in_fmt, None, out_fmt))
+    r = _run_design(backend, "gemm", "tb.gemm_bench", params, img, job, (m // 16) * (n // 16),
+                    waves=waves, progress=progress)
+    info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "sim_s": float(r["sim_s"])}
+    if waves:
+        label = waves if isinstance(waves, str) else f"gemm-sparse-{m}x{n}x{k}-{in_fmt}-{backend}"
+        info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "gemm", params, True),
+                                             "gemm"), label)
+    return r["d"], info
 
 
 def _check_tiles(m, n, k):

@@ -59,6 +59,9 @@ class GemmJob:
     waves: bool | str = False
     #: a progress bar on stderr while a simulator runs
     progress: bool = True
+    #: A made 2:4 sparse by the golden pruner (``golden.sparse.prune_24_bits``) and run as
+    #: ``mma.sp`` k32 steps (FP16/BF16)
+    sparse: bool = False
 
     @property
     def out_fmt(self) -> str:
@@ -67,9 +70,10 @@ class GemmJob:
 
     @property
     def peak(self) -> int:
-        """Products per clock of the cores: ``lanes`` per core, half that for TF32
-        (``rtl.mma4``)."""
-        return (self.lanes // 2 if self.format == "tf32" else self.lanes) * self.cores
+        """Products per clock of the cores: ``lanes`` per core, half that for TF32, twice that
+        (logical) for 2:4 sparse A (``rtl.mma4``)."""
+        per = self.lanes // 2 if self.format == "tf32" else 2 * self.lanes if self.sparse else self.lanes
+        return per * self.cores
 
 
 @dataclass
@@ -105,6 +109,8 @@ def run_job(job: GemmJob, mma: Callable | None = None) -> GemmResult:
         return _run_lowprec(job)
     if job.format in FP4_FORMATS:
         return _run_fp4(job)
+    if job.sparse:
+        return _run_sparse(job)
     if mma is None:
         from golden import mma
     return _run_fp16(job, mma)
@@ -152,6 +158,30 @@ def _run_fp16(job: GemmJob, mma) -> GemmResult:
     exact = to_float(a, in_fmt) @ to_float(b, in_fmt)
     if c is not None:
         exact = exact + to_float(c, out_fmt)
+    return GemmResult(job, d, info["cycles"], info["sim_s"], int((d != want).sum()),
+                      _max_error(d, out_fmt, exact), waves=info.get("waves"))
+
+
+def _run_sparse(job: GemmJob) -> GemmResult:
+    """2:4 sparse A (FP16/BF16): A (random, or the user's) pruned by the golden pruner and
+    compressed; matmulT on the GEMM top in ``mma.sp`` k32 steps, or the golden model.  The
+    error is against the float64 product of the pruned A and B."""
+    import numpy as np
+    from golden.formats import to_float
+    from golden.sparse import compress, mma_sp
+    from sim.gemm import run_sparse_gemm
+    from sim.operands import random_operands
+
+    in_fmt, out_fmt = job.format, job.out_fmt
+    a, b = job.a, job.b
+    if a is None:
+        a, b = random_operands(job.m, job.n, job.k, in_fmt, job.seed)
+    sp = compress(a, in_fmt, prune=True)
+    d, info = _simulate(run_sparse_gemm, job.backend, sp, b, out_fmt=out_fmt, cores=job.cores,
+                        lanes=job.lanes, waves=job.waves, progress=job.progress)
+    zero = np.zeros((job.m, job.n), np.uint32 if out_fmt == "fp32" else np.uint16)
+    want = mma_sp(sp, b, zero, in_fmt=in_fmt, out_fmt=out_fmt)
+    exact = to_float(sp.to_dense(), in_fmt) @ to_float(b, in_fmt)
     return GemmResult(job, d, info["cycles"], info["sim_s"], int((d != want).sum()),
                       _max_error(d, out_fmt, exact), waves=info.get("waves"))
 

@@ -38,6 +38,8 @@ async def job(dut):
     with np.load(h.job) as z:
         a, b = z["a"], z["b"]
         fields = {f: int(z[f]) for f in ("kind", "acc_f16", "a_alt", "b_alt", "sat", "b_cols")}
+        if "sparse" in z.files:
+            fields["sparse"] = int(z["sparse"])
         kstep = int(z["kstep"])
     t0 = time.perf_counter()
     d, cycles, beats = await r.run(a, b, fields=fields, kstep=kstep, preloaded=True,

@@ -11,7 +11,7 @@ from cocotb.triggers import ClockCycles, RisingEdge, Timer
 
 from tb import memh
 from tb.handover import handover
-from tb.images import cfg_word, clock_budget, gemm_layout as layout
+from tb.images import cfg_word, clock_budget, gemm_layout, sparse_layout
 
 __all__ = ["CLOCK_NS", "GemmRunner", "random_operands"]
 
@@ -46,9 +46,18 @@ class GemmRunner:
 
     @staticmethod
     def shape(a, b, fields):
-        """(M, N, K) of A and B as the memory holds them (B is N x K with ``b_cols``)."""
+        """(M, N, K) of A and B as the memory holds them (B is N x K with ``b_cols``; a
+        ``sparse`` A holds the stored values, K/2 a row)."""
         m, k = a.shape
-        return m, (b.shape[0] if fields.get("b_cols") else b.shape[1]), k
+        return m, (b.shape[0] if fields.get("b_cols") else b.shape[1]), k * (2 if fields.get("sparse") else 1)
+
+    @staticmethod
+    def layout(m, n, k, fields, esize):
+        """``(a_base, e_base, b_base, d_base, end)`` of the job (``e_base`` 0 but sparse)."""
+        if fields.get("sparse"):
+            return sparse_layout(m, n, k, fields["acc_f16"])
+        a_base, b_base, d_base, end = gemm_layout(m, n, k, fields["acc_f16"], esize)
+        return a_base, 0, b_base, d_base, end
 
     async def launch(self, a, b, *, bf16=False, acc_f16=False, fields=None, kstep=16):
         """Set cfg for A (M x K) and B (K x N, or N x K with ``b_cols``) at the standard layout
@@ -56,9 +65,9 @@ class GemmRunner:
         d = self.dut
         fields = fields or {"kind": int(bf16), "acc_f16": acc_f16}
         m, n, k = self.shape(a, b, fields)
-        a_base, b_base, d_base, end = layout(m, n, k, fields["acc_f16"], a.itemsize)
+        a_base, e_base, b_base, d_base, end = self.layout(m, n, k, fields, a.itemsize)
         d.cfg.value = cfg_word(tiles_m=m // 16, tiles_n=n // 16, steps=k // kstep, a_base=a_base,
-                               b_base=b_base, d_base=d_base, **fields)
+                               b_base=b_base, d_base=d_base, e_base=e_base, **fields)
         await RisingEdge(d.clk)
         d.start.value = 1
         await RisingEdge(d.clk)
@@ -72,12 +81,12 @@ class GemmRunner:
         fields = fields or {"kind": int(bf16), "acc_f16": acc_f16}
         acc_f16 = fields["acc_f16"]
         m, n, k = self.shape(a, b, fields)
-        a_base, b_base, d_base, end = layout(m, n, k, acc_f16, a.itemsize)
+        _, _, _, d_base, end = self.layout(m, n, k, fields, a.itemsize)
         h = handover()
         if budget is None:
             # Clocks scale with K / kstep steps of 64 beats, 2 clocks a beat for 8-bit kinds,
             # 64 // lanes times as many on a core of fewer lanes.
-            k_clocks = (k * 16 // kstep * (2 if a.itemsize == 1 else 1)
+            k_clocks = (k * 16 // kstep * (2 if a.itemsize == 1 or fields.get("sparse") else 1)
                         * (64 // h.params.get("lanes", 64)))
             budget = clock_budget(m, n, k_clocks, h.param("cores"), extra, h.option("clock_budget"))
         if not preloaded:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth.lib import data
 
-__all__ = ["write_memh", "read_memh", "struct_fields", "pack_struct", "unpack_struct", "cfg_word", "fcfg_word",
+__all__ = ["sparse_layout", "sparse_image", "write_memh", "read_memh", "struct_fields", "pack_struct", "unpack_struct", "cfg_word", "fcfg_word",
            "gemm_layout", "clock_budget", "fp4_image", "fp4_extra_clocks"]
 
 
@@ -80,6 +80,26 @@ def gemm_layout(m, n, k, acc_f16, esize=2):
     b_words = k * n * esize // 16
     d_words = m * n * (2 if acc_f16 else 4) // 16
     return 0, a_words, a_words + b_words, a_words + b_words + d_words
+
+
+def sparse_layout(m, n, k, acc_f16):
+    """The GEMM top's layout of a 2:4 sparse job in 128-bit words: A's stored values (M x K/2
+    FP16/BF16) at 0, its metadata (M x K/32 uint32, packed) after them, padded to a word, then
+    B (K x N) and D.  Returns ``(a_base, e_base, b_base, d_base, end)``."""
+    a_words = m * k // 16
+    e_words = _words(m * (k // 32) * 4)
+    b_base = a_words + e_words
+    d_base = b_base + k * n * 2 // 16
+    return 0, a_words, b_base, d_base, d_base + m * n * (2 if acc_f16 else 4) // 16
+
+
+def sparse_image(values, meta, b) -> np.ndarray:
+    """The memory image (bytes) of :func:`sparse_layout`: values, metadata padded to a word,
+    B."""
+    e = np.ascontiguousarray(meta, dtype="<u4").view(np.uint8).reshape(-1)
+    pad = np.zeros(-len(e) % 16, np.uint8)
+    return np.concatenate([np.ascontiguousarray(values).view(np.uint8).reshape(-1), e, pad,
+                           np.ascontiguousarray(b).view(np.uint8).reshape(-1)])
 
 
 def clock_budget(m, n, k, cores=1, extra=0, override=None) -> int:

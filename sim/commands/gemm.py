@@ -33,6 +33,10 @@ def add_arguments(parser):
     parser.add_argument("--acc", default=None, choices=["f32", "f16", "s32", "s32sat"],
                         help="accumulator: f32 (default), f16 (FP16 and FP8 inputs); s32 (INT8, "
                              "wrapped; the default there) or s32sat (saturated per 32-wide K step)")
+    parser.add_argument("--sparse", action="store_true",
+                        help="2:4 sparse A (FP16/BF16): A (random, or --a) pruned by the golden "
+                             "pruner (the two largest magnitudes of every 4 along K), run as "
+                             "mma.sp k32 steps; FMA per clock counts logical FMA (peak 128 a core)")
     parser.add_argument("--cores", type=int, default=1, help="4x4x4 cores (warps), 1..8")
     parser.add_argument("--lanes", type=int, default=64, choices=[64, 32, 16],
                         help="multipliers of each core (products per clock; default 64)")
@@ -91,6 +95,8 @@ def make_job(args):
         raise CliError(f"--scheduler runs --format fp16 or bf16 GEMMs, not {args.format}")
     run = dict(backend=args.backend, arch=args.arch, cores=args.cores, lanes=args.lanes,
                seed=args.seed, progress=not args.json)
+    if args.sparse:
+        return _sparse_job(args, run)
     if args.format in LOWPREC_FORMATS:
         fmt = args.format
         integer = LOWPREC_FORMATS[fmt][0] in ("s8", "u8")
@@ -139,6 +145,35 @@ def make_job(args):
     return GemmJob(m, n, k, in_fmt, acc, **run, a=a, b=b, c=c,
                    files=None if args.a is None else (args.a, args.b),
                    waves=args.waves and wave_label(args, in_fmt, acc))
+
+
+def _sparse_job(args, run):
+    """The job of ``--sparse``: FP16/BF16 A and B (random or files), A pruned by the run."""
+    from sim.jobs import GemmJob
+    if args.format not in (None, "fp16", "bf16"):
+        raise CliError(f"--sparse runs FP16 or BF16 A (mma.sp k32), not --format {args.format}")
+    acc = args.acc or "f32"
+    if acc not in ("f32", "f16"):
+        raise CliError(f"--sparse takes --acc f32 or f16, not {acc}")
+    if args.c is not None:
+        raise CliError("--c has no meaning with --sparse (the GEMM top computes A*B, C = 0)")
+    if args.scheduler:
+        raise CliError("--scheduler runs dense GEMMs; --sparse runs here")
+    if args.arch != "hopper":
+        raise CliError(f"2:4 sparse MMA is modelled for --arch hopper only, not {args.arch}")
+    if args.backend == "amaranth":
+        raise CliError("--sparse runs on --backend verilator, icarus or golden")
+    a, b, _, in_fmt, (m, n, k) = _operands(args, acc)
+    if in_fmt == "bf16" and acc == "f16":
+        raise CliError("BF16 inputs with an FP16 accumulator is not an mma.sp combination")
+    if min(m, n) < 16 or m % 16 or n % 16 or k < 32 or k % 32:
+        raise CliError(f"--sparse takes M and N multiples of 16 and K a multiple of 32 (one "
+                       f"mma.sp k32 a step), not {m}x{n}x{k}")
+    if args.backend != "golden" and not 1 <= args.cores <= 8:
+        raise CliError(f"--cores must be 1 to 8, not {args.cores}")
+    return GemmJob(m, n, k, in_fmt, acc, **run, a=a, b=b, sparse=True,
+                   files=None if args.a is None else (args.a, args.b),
+                   waves=args.waves and wave_label(args, in_fmt + "-sparse", acc))
 
 
 def _operands(args, acc):
@@ -238,7 +273,8 @@ def summary(r, wall_s: float) -> dict:
                  "tensor_scale_a": r.tensor_scales[0], "tensor_scale_b": r.tensor_scales[1]}
     else:
         extra = {"max_abs_err_vs_fp64": r.error, "inputs": "files" if job.files else "random"}
-    s = {"m": job.m, "n": job.n, "k": job.k, "format": job.format, "acc": _acc_name(job),
+    s = {"m": job.m, "n": job.n, "k": job.k, "format": job.format, "sparse": job.sparse,
+         "acc": _acc_name(job),
          "cores": job.cores, "lanes": job.lanes, "backend": job.backend, "cycles": cycles,
          "fma_per_cycle": fma / cycles if cycles else None, "peak_fma_per_cycle": peak,
          "utilization": fma / cycles / peak if cycles else None, "mismatches": r.mismatches,
@@ -277,12 +313,16 @@ def report(r, t0: float, output: str | None = None, as_json: bool = False) -> in
                  "unquantised inputs)")
     else:
         files = f", operands from {job.files[0]} and {job.files[1]}" if job.files else ""
-        print(head + f"{job.format} -> {_acc_name(job)} on {job.backend}{cores}{files}")
+        sparse = " 2:4 sparse A (pruned)," if job.sparse else ""
+        print(head + f"{job.format}{sparse} -> {_acc_name(job)} on {job.backend}{cores}{files}")
         if cycles:
             print(f"  cycles          {cycles}  ({rate})")
-            print(f"  FMA per clock   {s['fma_per_cycle']:.1f} of {peak} peak  "
+            logical = " logical" if job.sparse else ""
+            print(f"  FMA per clock   {s['fma_per_cycle']:.1f} of {peak}{logical} peak  "
                   f"(utilisation {s['utilization']:.3f})")
-        if job.format not in LOWPREC_FORMATS:
+        if job.sparse:
+            error = f"  max |D - fp64|  {r.error:.3g}  (float64 product of the pruned A and B)"
+        elif job.format not in LOWPREC_FORMATS:
             error = f"  max |D - fp64|  {r.error:.3g}  (float64 result of the same inputs)"
         elif job.acc in ("s32", "s32sat"):
             error = (f"  max |D - exact| {r.error:.3g}  (the exact integer product (wrap or "
