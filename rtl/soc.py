@@ -390,8 +390,8 @@ class TileWorker(wiring.Component):
     (64 beats).  ``host_*`` is the warp's scratch memory (2 KiB), written and read by the DMA.
     """
 
-    def __init__(self):
-        self.warp = WarpTop(mem_words=SCRATCH_WORDS)
+    def __init__(self, *, lanes: int = 64):
+        self.warp = WarpTop(mem_words=SCRATCH_WORDS, lanes=lanes)
         sbits = (SCRATCH_WORDS - 1).bit_length()
         super().__init__({
             "cfg": In(RunConfig), "go": In(1), "stop": In(1), "idle": Out(1),
@@ -582,9 +582,13 @@ class GemmSoc(wiring.Component):
         takes 2 or 4 beats a word).
     cores : int
         Warps, 1 to 8.
+    lanes : 64, 32 or 16
+        Each warp's core's multipliers (:class:`rtl.mma4.MMA4`): an mma_sync takes
+        ``WmmaSequencer.mma_cycles_of(kind, lanes)``.
     """
 
-    def __init__(self, *, addr_width: int = 32, data_width: int = 128, cores: int = 1):
+    def __init__(self, *, addr_width: int = 32, data_width: int = 128, cores: int = 1,
+                 lanes: int = 64):
         from .axil import flat_members
         if addr_width not in (32, 64):
             raise ValueError(f"Address width must be 32 or 64, not {addr_width!r}")
@@ -595,7 +599,7 @@ class GemmSoc(wiring.Component):
             "cores": cores, "data_bytes_log2": (data_width // 8).bit_length() - 1,
             "max_tiles_log2": MAX_TILES_LOG2}})
         self.dma = TileDma(addr_width=addr_width, data_width=data_width)
-        self.workers = [TileWorker() for _ in range(cores)]
+        self.workers = [TileWorker(lanes=lanes) for _ in range(cores)]
         members = {}
         members.update(flat_members("s_axil", self.regs.signature.members["bus"]))
         members.update(flat_members("m_axi", self.dma.signature.members["axi"]))

@@ -116,9 +116,11 @@ class WmmaSequencer(wiring.Component):
     mem_wr_addr, mem_wr_data, mem_wr_en : the memory write port
     """
 
-    def __init__(self, *, mem_words: int = 4096, matrix_frags: int = 4, acc_frags: int = 2):
+    def __init__(self, *, mem_words: int = 4096, matrix_frags: int = 4, acc_frags: int = 2,
+                 lanes: int = 64):
         self._mem_words = mem_words
         self._nm, self._nc = matrix_frags, acc_frags
+        self._lanes = lanes
         abits = max(1, (mem_words - 1).bit_length())
         super().__init__({
             "cmd": In(stream.Signature(WmmaCmd)),
@@ -127,19 +129,20 @@ class WmmaSequencer(wiring.Component):
             "mem_wr_addr": Out(abits), "mem_wr_data": Out(WORD_BITS), "mem_wr_en": Out(1),
         })
         self.bank = FragmentBank(a_frags=matrix_frags, b_frags=matrix_frags, acc_frags=acc_frags)
-        self.core = MMA4()
+        self.core = MMA4(lanes=lanes)
 
     @property
     def mma_cycles(self):
-        return self.mma_cycles_of()
+        return self.mma_cycles_of(lanes=self._lanes)
 
     @staticmethod
-    def mma_cycles_of(kind=InKind.FP16) -> int:
-        """Clocks from an mma_sync's issue to its response, with no stalls: 64 beats (two
-        clocks each for the 8-bit kinds), the core's fused-mode latency after the last beat,
-        and one clock to respond."""
-        from .mma4 import PASSES
-        return 64 * PASSES[InKind(kind)] + MMA4.latency_of(kind, 4) + 1
+    def mma_cycles_of(kind=InKind.FP16, lanes: int = 64) -> int:
+        """Clocks from an mma_sync's issue to its response, with no stalls: 64 beats of
+        ``MMA4.beat_clocks(kind, lanes)`` (two clocks each for the 8-bit kinds, ``64 // lanes``
+        times as many on a core of fewer lanes), the core's fused-mode latency after the last
+        beat, and one clock to respond."""
+        bc = MMA4.beat_clocks(kind, lanes)
+        return 63 * bc + MMA4.beat_clocks(kind) + MMA4.latency_of(kind, 4, lanes) + 1
 
     def elaborate(self, platform):
         m = Module()
@@ -399,12 +402,13 @@ class WarpTop(wiring.Component):
     host_rdata : Out(128), the word at ``host_addr`` one clock later
     """
 
-    def __init__(self, *, mem_words: int = 4096, matrix_frags: int = 4, acc_frags: int = 2):
+    def __init__(self, *, mem_words: int = 4096, matrix_frags: int = 4, acc_frags: int = 2,
+                 lanes: int = 64):
         if mem_words < 64 or mem_words & (mem_words - 1):
             raise ValueError(f"Memory words must be a power of two >= 64, not {mem_words!r}")
         self._mem_words = mem_words
         self.seq = WmmaSequencer(mem_words=mem_words, matrix_frags=matrix_frags,
-                                 acc_frags=acc_frags)
+                                 acc_frags=acc_frags, lanes=lanes)
         super().__init__({
             "cmd": In(stream.Signature(WmmaCmd)),
             "resp": Out(stream.Signature(WmmaResp)),

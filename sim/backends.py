@@ -40,7 +40,7 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
     ``in_fmt`` .. ``promote`` are :func:`golden.mma.mma`'s; the RTL backends take every
     Hopper kernel through the core (FP8 as ``wgmma`` computes it, no ``promote``) and FP16 /
     BF16 through the warp path.  Returns ``(d, info)``; ``info`` has ``cycles`` and ``waves``
-    (a path) for RTL backends.  ``lanes``: the multipliers of the core (``--through core``).
+    (a path) for RTL backends.  ``lanes``: the multipliers of the core (every path).
     With ``a_meta`` (PTX 2:4 metadata words, (T, 16, K/32)), ``a`` (T, 16, K/2) is a 2:4 sparse
     A's stored values (``mma.sp``, FP16/BF16, K a multiple of 32): the golden model's
     :func:`golden.sparse.mma_sp`, the RTL core's sparse beats.
@@ -82,17 +82,17 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
         if backend == "amaranth":
             raise BackendError("--through soc runs on icarus or verilator (the soc design is "
                                "too large for Amaranth's simulator)")
+        from rtl.designs import LINT_PARAMS
+        soc_params = {**LINT_PARAMS["soc"], **({"lanes": lanes} if lanes != 64 else {})}
         try:
             return run_soc(backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt,
-                           saturate=saturate, waves=waves)
+                           saturate=saturate, waves=waves, params=soc_params)
         except (SimError, ValueError) as e:
             raise BackendError(str(e)) from None
     if lanes != 64:
-        if through != "core":
-            raise BackendError(f"--lanes {lanes} runs tiles --through core (or whole GEMMs --through "
-                               "gemm); the warp design has a 64-lane core")
-        from .core import DEFAULT_PARAMS
-        params = {**(params or DEFAULT_PARAMS), "lanes": lanes}
+        from .core import DEFAULT_PARAMS, PATHS
+        base = DEFAULT_PARAMS if through == "core" else PATHS[through][2] if through in PATHS else {}
+        params = {**(params or base), "lanes": lanes}
     if through not in ("core", "wmma"):
         raise BackendError(f"--through {through} runs whole-GEMM files only; tiles go through "
                            "core, wmma or soc")

@@ -165,13 +165,11 @@ def test_bench_all(capsys):
 
 @pytest.mark.parametrize("argv,words", [
     (["verify", "T", "--lanes", "16"], ["--lanes", "--backend golden"]),
-    (["verify", "T", "--backend", "verilator", "--through", "wmma", "--lanes", "32"], ["--lanes", "wmma"]),
     (["verify", "T", "--backend", "verilator", "--lanes", "8"], ["--lanes", "8"]),
     (["gemm", "--m", "16", "--n", "16", "--k", "16", "--backend", "golden", "--lanes", "16"], ["--lanes"]),
     (["gemm", "--m", "16", "--n", "16", "--k", "64", "--format", "nvfp4", "--lanes", "16"], ["--lanes", "nvfp4"]),
     (["verilog", "-o", "O", "--design", "fp4dec", "--lanes", "16"], ["fp4dec", "--lanes"]),
-    (["verilog", "-o", "O", "--design", "wmma", "--lanes", "16"], ["wmma", "--lanes"]),
-    (["synth", "--design", "wmma", "--lanes", "16"], ["wmma", "--lanes"]),
+    (["synth", "--design", "axilregs", "--lanes", "16"], ["axilregs", "--lanes"]),
 ])
 def test_lanes_refused_where_it_means_nothing(argv, words, tmp_path, capsys):
     """--lanes picks the MMA4 core's multipliers: refused on the golden model, on the designs

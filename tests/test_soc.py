@@ -126,3 +126,14 @@ def test_soc_demo_refuses_bad_sizes(tmp_path):
         run_demo(tmp_path, m=24, n=16, k=16)
     with pytest.raises(DemoError, match="does not fit"):
         run_demo(tmp_path, m=1024, n=1024, k=1024)
+
+
+@pytest.mark.slow
+def test_silicon_gemm_through_soc_with_16_lane_core(capsys):
+    """The soc block built with 16-lane cores (an mma_sync four times as long): every output of
+    a captured GEMM still equals the H200's."""
+    name = "h200_matmulT_normal_64x64x64.npz"
+    code = main(["verify", str(SILICON / name), "--backend", "verilator", "--through", "soc",
+                 "--lanes", "16", "--kernel", "f16_f32"])
+    out = capsys.readouterr().out.strip().splitlines()
+    assert code == 0 and out[-1] == "checked 4096 mismatches 0", out[-4:]

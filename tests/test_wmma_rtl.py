@@ -133,3 +133,14 @@ def test_lowprec_silicon_through_wmma(sim):
     for (name, p), (d, _) in zip(probs, results):
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{name} {p.kernel.name} through wmma on {sim}: {bad} of {d.size} differ"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lanes", [16])
+def test_wmma_bench_with_fewer_lanes(lanes):
+    """The warp with a 16-lane core: layouts, other shapes, and mma_sync taking exactly
+    WmmaSequencer.mma_cycles_of(lanes=16) clocks (294 for FP16, against 93 with 64 lanes)."""
+    params = {**PATHS["wmma"][2], "lanes": lanes}
+    assert bench_options("wmma", params)["mma_cycles"] == 294
+    run_bench("verilator", "wmma", "tb.wmma_bench", ["back_to_back", "layouts_and_ldm", "other_shapes"],
+              params=params, options=bench_options("wmma", params), quiet=True)

@@ -29,7 +29,7 @@ def add_arguments(parser):
     parser.add_argument("--cores", type=int, default=None, metavar="N",
                         help="warps of the GEMM top or the soc block (--through gemm or soc), 1..8")
     parser.add_argument("--lanes", type=int, default=64, choices=[64, 32, 16],
-                        help="multipliers of the RTL core (--through core or gemm; default 64)")
+                        help="multipliers of the RTL core (every --through path; default 64)")
     parser.add_argument("--tiles", type=int, default=None, metavar="N",
                         help="only the first N tiles (16x16 output tiles of a whole GEMM)")
     parser.add_argument("--waves", action="store_true", default=None,
@@ -67,9 +67,6 @@ def run(args) -> int:
         raise CliError(refuse(args.kernel))
     refuse_golden_options(args, (("--waves", args.waves), ("--through", args.through),
                                  ("--lanes", args.lanes != 64)))
-    if args.lanes != 64 and args.through in ("wmma", "soc"):
-        raise CliError(f"--lanes is for --through core or gemm (the {args.through} design has a "
-                       "64-lane core)")
     if args.cores is not None and args.through not in ("gemm", "soc"):
         raise CliError("--cores is for --through gemm or soc (the warps of those tops)")
     if args.cores is not None and not 1 <= args.cores <= 8:
@@ -218,7 +215,7 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
                     raise BackendError(f"the RTL implements the Hopper arithmetic only, not --arch {arch.name}")
                 # The AXI memory holds A, B and C; D = A*B + C on the soc design.
                 d, info = run_soc(args.backend, data["a"], data["b"], data[k.c_key],
-                                  in_fmt=k.in_fmt, out_fmt=k.out_fmt, params={"cores": cores} if cores > 1 else None,
+                                  in_fmt=k.in_fmt, out_fmt=k.out_fmt, params=_soc_params(cores, args.lanes),
                                   waves=args.waves and f"{Path(path).stem}-{k.name}-soc-{args.backend}")
                 got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)
                 got = got.reshape(-1, 16, 16)[:len(prob.c)]
@@ -293,3 +290,9 @@ def _sparse_rtl_problems(args, data, path) -> tuple:
         raise CliError(str(e)) from None
     # d_wg_* (wgmma.sp) has the inputs of d_* (mma.sp): both are checked, against their own bits.
     return tuple(probs)
+
+
+def _soc_params(cores: int, lanes: int) -> dict | None:
+    """The soc design's build parameters where not the default build's."""
+    extra = {**({"cores": cores} if cores > 1 else {}), **({"lanes": lanes} if lanes != 64 else {})}
+    return extra or None

@@ -15,7 +15,7 @@ def add_arguments(parser):
     parser.add_argument("--design", action="append", help="only this design (repeatable)")
     parser.add_argument("--cores", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm, soc)")
     parser.add_argument("--lanes", type=int, default=None, choices=[64, 32, 16],
-                        help="multipliers of the MMA4 core (mma4, mma4play, gemm)")
+                        help="multipliers of the MMA4 core (mma4, mma4play, gemm, wmma, soc)")
     parser.add_argument("--dense-only", action="store_true",
                         help="mma4: the core without its 2:4 sparse select network")
     parser.add_argument("--mem-kib", type=int, default=None, metavar="KIB",
