@@ -107,22 +107,33 @@ class TileLoader(wiring.Component):
         e_idx = Signal(ADDR_BITS + 2)            # metadata element (32-bit) of the current row
         pend, pend_n, pend_lane, pend_last = Signal(), Signal(6), Signal(2), Signal()
 
+        # A tile's first addresses take two clocks after its grant (a registered product, then
+        # the base added): no multiplier on a step's path.  Each step then adds a constant.
+        prep = Signal(2)
+        prod_a, prod_b = Signal(ADDR_BITS + 1), Signal(ADDR_BITS)
+        a_next, b_next = Signal(ADDR_BITS), Signal(ADDR_BITS)      # the next step's first line
+        e_next = Signal(ADDR_BITS + 2)
         m.d.comb += self.tile_req.eq(self.run & ~have & ~self.tile_none)
         with m.If(self.tile_req & self.tile_ack):
-            m.d.sync += [have.eq(1), lti.eq(self.tile.ti), ltj.eq(self.tile.tj), lstep.eq(0)]
+            m.d.sync += [have.eq(1), lti.eq(self.tile.ti), ltj.eq(self.tile.tj), lstep.eq(0),
+                         prep.eq(2)]
         a_stride = cfg.steps.shift_left(1)        # words per row of A (32 bytes per step)
         # Words per line of B: a row (N / 8), or a column of K like a row of A.
         b_stride = Mux(cfg.b_cols, a_stride, cfg.tiles_n.shift_left(1))
-        a_off = (lti.shift_left(4) * a_stride)[:ADDR_BITS + 1]    # the tile's first row of A
-        k_row = Mux(sp, lstep.shift_left(5), lstep.shift_left(4))  # the step's first row of B
-        with m.If(have & ~loading & ~pend & ~self.pair_full.bit_select(lp, 1)):
-            # A tile rows 16*ti.., columns (a step's 32 bytes) lstep..; B rows k_row..,
-            # columns 16*tj..; E elements (16*ti) * steps + lstep, steps apart.
-            m.d.sync += [loading.eq(1), n.eq(0), e_idx.eq(a_off[1:] + lstep),
-                         a_row.eq(cfg.a_base + a_off[:ADDR_BITS] + lstep.shift_left(1)),
-                         b_row.eq(Mux(cfg.b_cols,
-                                      cfg.b_base + (ltj.shift_left(4) * b_stride)[:ADDR_BITS] + lstep.shift_left(1),
-                                      cfg.b_base + (k_row * b_stride)[:ADDR_BITS] + ltj.shift_left(1)))]
+        # Per step: A 32 bytes on; B 16 rows down (32 sparse), or 32 bytes on (column-major).
+        b_step = Mux(cfg.b_cols, 2, Mux(sp, b_stride.shift_left(5), b_stride.shift_left(4)))
+        with m.If(prep == 2):
+            m.d.sync += [prod_a.eq(lti.shift_left(4) * a_stride),      # the tile's first row of A
+                         prod_b.eq(ltj.shift_left(4) * b_stride), prep.eq(1)]
+        with m.If(prep == 1):
+            m.d.sync += [a_next.eq(cfg.a_base + prod_a[:ADDR_BITS]),
+                         b_next.eq(cfg.b_base + Mux(cfg.b_cols, prod_b, ltj.shift_left(1))),
+                         e_next.eq(prod_a[1:]), prep.eq(0)]
+        with m.If(have & (prep == 0) & ~loading & ~pend & ~self.pair_full.bit_select(lp, 1)):
+            # E elements (16*ti + row) * steps + lstep: the tile's first row's, steps apart.
+            m.d.sync += [loading.eq(1), n.eq(0), a_row.eq(a_next), b_row.eq(b_next),
+                         e_idx.eq(e_next), a_next.eq(a_next + 2), b_next.eq(b_next + b_step),
+                         e_next.eq(e_next + 1)]
         last_n = Mux(sp, 63, 31)
         meta = sp & n[5]                         # port 0 reads metadata (n 32..47)
         m.d.comb += [self.a_addr.eq(Mux(meta, cfg.e_base + e_idx[2:], a_row + n[0])),
@@ -185,18 +196,22 @@ class TileStorer(wiring.Component):
         wpl = Mux(cfg.acc_f16, 2, 4)            # D words per tile row
         d_stride = Mux(cfg.acc_f16, cfg.tiles_n.shift_left(1), cfg.tiles_n.shift_left(2))
         last = (line == 15) & (word == wpl - 1)
-        m.d.comb += self.job_ready.eq(~active & ~vld)
+        # The tile's first address one clock after the job is taken (a registered product).
+        prep, prod, col = Signal(), Signal(ADDR_BITS), Signal(ADDR_BITS)
+        m.d.comb += self.job_ready.eq(~active & ~vld & ~prep)
         with m.If(self.job_valid & self.job_ready):
-            m.d.sync += [active.eq(1), self.acc.eq(self.job.acc), line.eq(0), word.eq(0),
-                         row.eq(cfg.d_base + (self.job.ti.shift_left(4) * d_stride)[:ADDR_BITS] +
-                                Mux(cfg.acc_f16, self.job.tj.shift_left(1), self.job.tj.shift_left(2)))]
+            m.d.sync += [prep.eq(1), self.acc.eq(self.job.acc), line.eq(0), word.eq(0),
+                         prod.eq(self.job.ti.shift_left(4) * d_stride),
+                         col.eq(Mux(cfg.acc_f16, self.job.tj.shift_left(1), self.job.tj.shift_left(2)))]
+        with m.If(prep):
+            m.d.sync += [prep.eq(0), active.eq(1), row.eq(cfg.d_base + prod + col)]
         written = vld & self.d_ready
         read = active & (~vld | written)
         m.d.comb += [self.store.en.eq(read), self.store.frag.eq(self.acc), self.store.col.eq(0),
                      self.store.f16.eq(cfg.acc_f16), self.store.line.eq(line),
                      self.store.word.eq(word),
                      self.d_en.eq(vld), self.d_addr.eq(vaddr), self.d_data.eq(self.store.data),
-                     self.busy.eq(active | vld)]
+                     self.busy.eq(active | vld | prep)]
         with m.If(read):
             m.d.sync += [vld.eq(1), vaddr.eq(row + word), vlast.eq(last)]
             with m.If(word == wpl - 1):
@@ -418,13 +433,14 @@ class GemmTop(wiring.Component):
         cfg = Signal(GemmConfig)
         run = Signal()
         total = Signal(2 * TILE_BITS)
-        m.d.comb += total.eq(cfg.tiles_m * cfg.tiles_n)
+
         next_ti, next_tj = Signal(TILE_BITS), Signal(TILE_BITS)
         issued = Signal(2 * TILE_BITS)
         stored_now = Signal(range(self._cores + 1))
         beats_now = Signal(range(self._cores + 1))
         with m.If(io.start & ~run):
             m.d.sync += [run.eq(1), cfg.eq(io.cfg), next_ti.eq(0), next_tj.eq(0), issued.eq(0),
+                         total.eq(io.cfg.tiles_m * io.cfg.tiles_n),
                          io.tiles_done.eq(0), io.cycles.eq(0), io.beats.eq(0), io.done.eq(0)]
         granted = Signal()
         for w, warp in enumerate(self.warps):
