@@ -92,14 +92,8 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
         img = np.concatenate([np.ascontiguousarray(a).view(np.uint8).reshape(-1),
                               bt.view(np.uint8).reshape(-1)])
         job = dict(a=a, b=bt, kstep=kstep, **gemm_fields(in_fmt, b_fmt, out_fmt, saturate))
-        r = _run_design(backend, "gemm", "tb.gemm_bench", params, img, job, (m // 16) * (n // 16),
-                        waves=waves, progress=progress)
-        info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "sim_s": float(r["sim_s"])}
-        if waves:
-            label = waves if isinstance(waves, str) else f"gemm-{m}x{n}x{k}-{in_fmt}-{backend}"
-            info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "gemm", params, True),
-                                                 "gemm"), label)
-        return r["d"], info
+        return _gemm_top(backend, params, img, job, (m, n), waves, progress,
+                         f"gemm-{m}x{n}x{k}-{in_fmt}-{backend}")
     _check_tiles(m, n, k)
     try:
         params = gemm_params(cores, mem_words_for(words_needed(m, n, k, out_fmt)), lanes)
@@ -112,15 +106,7 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
     # The operands go in as the memory's initial contents (A, then B: tb.images.gemm_layout).
     img = np.concatenate([a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1)])
     job = dict(a=a, b=b, kstep=16, **gemm_fields(in_fmt, None, out_fmt))
-    r = _run_design(backend, "gemm", "tb.gemm_bench", params, img, job, (m // 16) * (n // 16),
-                    waves=waves, progress=progress)
-    d = r["d"]
-    info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "sim_s": float(r["sim_s"])}
-    if waves:
-        label = waves if isinstance(waves, str) else f"gemm-{m}x{n}x{k}-{backend}"
-        info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "gemm", params, True),
-                                             "gemm"), label)
-    return d, info
+    return _gemm_top(backend, params, img, job, (m, n), waves, progress, f"gemm-{m}x{n}x{k}-{backend}")
 
 
 def run_sparse_gemm(backend: str, sp, b, *, out_fmt="fp32", cores=1, lanes=64, waves=False,
@@ -161,13 +147,20 @@ def run_sparse_gemm(backend: str, sp, b, *, out_fmt="fp32", cores=1, lanes=64, w
         raise ValueError(f"a {m}x{k}x{n} sparse GEMM {e}") from None
     img = sparse_image(sp.values, sp.meta, b)
     job = dict(a=sp.values, b=b, kstep=32, sparse=1, **gemm_fields(in_fmt, None, out_fmt))
+    return _gemm_top(backend, params, img, job, (m, n), waves, progress,
+                     f"gemm-sparse-{m}x{n}x{k}-{in_fmt}-{backend}")
+
+
+def _gemm_top(backend, params, img, job, mn, waves, progress, label):
+    """Run ``job`` on the ``gemm`` design with memory image ``img``; D and the info dict
+    (cycles, beats, sim_s, and the kept waveform, named ``label`` unless ``waves`` names it)."""
+    m, n = mn
     r = _run_design(backend, "gemm", "tb.gemm_bench", params, img, job, (m // 16) * (n // 16),
                     waves=waves, progress=progress)
     info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "sim_s": float(r["sim_s"])}
     if waves:
-        label = waves if isinstance(waves, str) else f"gemm-sparse-{m}x{n}x{k}-{in_fmt}-{backend}"
         info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "gemm", params, True),
-                                             "gemm"), label)
+                                             "gemm"), waves if isinstance(waves, str) else label)
     return r["d"], info
 
 
