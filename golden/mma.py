@@ -20,6 +20,8 @@ import os
 
 import numpy as np
 
+from numerics.formats import INPUT_FORMATS
+
 from .arch import get_arch, HOPPER
 from .dot import exact_round, finite_terms, fused_sum, round_output
 from .formats import FP16, FP32, Format, get_format, pow2_nominal, to_float
@@ -30,15 +32,10 @@ __all__ = ["mma", "mma4", "MODES", "INSTRS", "ENGINES", "default_engine", "IN_FO
 MODES = ("hopper", "ieee")
 INSTRS = ("mma", "wgmma")
 #: Integer input formats (two's complement S8, unsigned U8); their accumulator is S32.
-INT_FORMATS = ("s8", "u8")
+INT_FORMATS = tuple(f.name for f in INPUT_FORMATS.values() if f.integer)
 #: Every input format, with the B formats it pairs with (A's first).
-IN_FORMATS = {"fp16": ("fp16",), "bf16": ("bf16",), "tf32": ("tf32",),
-              "e4m3": ("e4m3", "e5m2"), "e5m2": ("e5m2", "e4m3"), "s8": ("s8",), "u8": ("s8",)}
-#: Output formats each input kind has.
-_OUTS = {"fp16": ("fp32", "fp16"), "bf16": ("fp32",), "tf32": ("fp32",), "fp8": ("fp32", "fp16"),
-         "int8": ("s32",)}
-_BITS_DTYPE = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32, "e4m3": np.uint8,
-               "e5m2": np.uint8, "s8": np.uint8, "u8": np.uint8}
+IN_FORMATS = {f.name: f.b_formats for f in INPUT_FORMATS.values()}
+_BITS_DTYPE = {f.name: np.dtype(f.dtype) for f in INPUT_FORMATS.values()}
 
 # Output elements handled per pass: keeps the working arrays inside the cache.
 _CHUNK = 16384
@@ -46,7 +43,7 @@ _CHUNK = 16384
 
 def input_kind(fmt: str) -> str:
     """The datapath kind (:data:`numerics.KINDS`) of an input format name."""
-    return {"e4m3": "fp8", "e5m2": "fp8", "s8": "int8", "u8": "int8"}.get(fmt, fmt)
+    return INPUT_FORMATS[fmt].kind if fmt in INPUT_FORMATS else fmt
 
 
 def instr_of(fmt: str) -> str:
@@ -74,7 +71,7 @@ def check_operands(a, b, c, in_fmt, out_fmt, b_fmt=None):
         raise ValueError(f"A in {in_name} pairs with B in {' or '.join(IN_FORMATS[in_name])}, "
                          f"not {b_name!r}")
     out_name = out_fmt.name if isinstance(out_fmt, Format) else out_fmt
-    outs = _OUTS[input_kind(in_name)]
+    outs = INPUT_FORMATS[in_name].outputs
     if out_name not in outs:
         raise ValueError(f"Output format for {in_name} inputs must be {' or '.join(outs)}, "
                          f"not {out_fmt!r}")
@@ -360,7 +357,7 @@ def _ieee_chunk(a, b, c, a_fmt, b_fmt, out_fmt):
 
 
 #: k slices one beat of the RTL core carries per input format (``rtl.mma4.KDEPTH``).
-MMA4_KDEPTH = {"fp16": 4, "bf16": 4, "tf32": 2, "e4m3": 8, "e5m2": 8, "s8": 8, "u8": 8}
+MMA4_KDEPTH = {f.name: f.beat_k for f in INPUT_FORMATS.values()}
 
 
 def mma4(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False, fused=True):

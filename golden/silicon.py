@@ -20,6 +20,8 @@ import zipfile
 
 import numpy as np
 
+from numerics.formats import INPUT_FORMATS, OUTPUT_BITS, dtype_of
+
 __all__ = ["Kernel", "KERNELS", "VectorFileError", "Problem", "load", "problem", "kernels_in"]
 
 
@@ -80,8 +82,7 @@ KERNELS = {k.name: k for k in (
     Kernel("u8_s8_s32", "u8", "s32", "c", "d_u8_s8_s32", b_fmt="s8"),
 )}
 
-_BITS = {"fp16": np.uint16, "bf16": np.uint16, "tf32": np.uint32, "e4m3": np.uint8,
-         "e5m2": np.uint8, "s8": np.uint8, "u8": np.uint8, "fp32": np.uint32, "s32": np.uint32}
+_BITS = {n: np.dtype(dtype_of(n)) for n in (*INPUT_FORMATS, *OUTPUT_BITS)}
 
 
 @dataclass

@@ -49,6 +49,8 @@ from pathlib import Path
 
 import numpy as np
 
+from numerics.formats import dtype_of
+
 from .arch import HOPPER, get_arch
 from .dot import fused_sum, round_output
 from .formats import FP16, FP32, get_format, pow2_nominal, to_float
@@ -60,7 +62,7 @@ __all__ = ["SparseA", "compress", "decompress", "from_capture", "prune_24", "pru
 #: Input formats a sparse step takes, with the B formats each pairs with.
 SPARSE_IN_FORMATS = {"fp16": ("fp16",), "bf16": ("bf16",), "e4m3": ("e4m3", "e5m2"),
                      "e5m2": ("e5m2", "e4m3")}
-_BITS = {"fp16": np.uint16, "bf16": np.uint16, "e4m3": np.uint8, "e5m2": np.uint8}
+_BITS = {n: np.dtype(dtype_of(n)) for n in SPARSE_IN_FORMATS}
 #: Logical K per metadata word.
 _K_PER_WORD = 32
 #: cuSPARSELt ``segment_k_on`` slice length in logical K, fitted on the captures: FP16 1024

@@ -23,9 +23,9 @@ from amaranth.lib.wiring import In, Out
 
 from numerics import HOPPER
 
-from .formats import FP16, FP32
+from .formats import FP16, FP32, Special
 
-__all__ = ["GRID", "F16_FLOOR", "FP8_TRUNC_BITS", "FP8_CUT", "coarse", "EXP_BIAS", "E_WIDTH", "ACC_WIDTH", "PRODUCT_SHIFT", "ADDEND_SHIFT", "PRODUCT_TERM_BITS",
+__all__ = ["GRID", "F16_FLOOR", "FP8_TRUNC_BITS", "FP8_CUT", "coarse", "EXP_BIAS", "E_WIDTH", "ACC_WIDTH", "PRODUCT_SHIFT", "ADDEND_SHIFT", "PRODUCT_TERM_BITS", "PAIR_BITS",
            "ADDEND_TERM_BITS", "E_F16_FLOOR", "Multiplier", "dsp_operands", "product_term",
            "addend_shift", "extend", "add_cin", "leading_zeros", "RoundPack"]
 
@@ -43,6 +43,8 @@ PRODUCT_SHIFT = GRID - 20       # a 22-bit product significand has 20 fraction b
 ADDEND_SHIFT = GRID - 23        # a 24-bit addend significand has 23
 PRODUCT_TERM_BITS = 22 + PRODUCT_SHIFT
 ADDEND_TERM_BITS = 24 + ADDEND_SHIFT
+#: A sum of two signed product terms (the first adder level): term bits, a sign and a carry.
+PAIR_BITS = PRODUCT_TERM_BITS + 2
 # Signed: 17 terms below 2**27 each, or an INT8 group's S32 C and 32 products below 2**15.
 ACC_WIDTH = 34
 # The result's LSB sits at bit 9 (FP32) or 22 (FP16) of the normalised 33-bit magnitude; the
@@ -187,7 +189,7 @@ class RoundPack(wiring.Component):
     value = ``acc * 2**(e - EXP_BIAS - GRID)``; ``e`` is the block's biased exponent (already
     raised to the FP16 floor in FP16 mode).  ``bits`` is the value rounded toward zero to FP32,
     or to nearest-even once to FP16 (low half): every zero is +0, overflow gives Inf,
-    ``special`` (0 none, 1 NaN, 2 +Inf, 3 -Inf) overrides with the canonical value.
+    ``special`` (:class:`rtl.formats.Special`) overrides with the canonical value.
 
     How: the magnitude is shifted left to put its leading one at bit 32, the shift clamped where
     the result is subnormal (a marker bit at the clamp stops the leading-zero count), so that
@@ -207,7 +209,7 @@ class RoundPack(wiring.Component):
     acc: In(signed(ACC_WIDTH))
     f: In(signed(E_WIDTH + 1))      # the clamp F: e - 233 (FP16 out) or e - 121 (FP32 out)
     f16: In(1)
-    special: In(2)
+    special: In(Special)
     cut13: In(1)                    # FP32 out: then cut to 13 fraction bits (FP8 inputs)
     int8: In(1)                     # acc is an integer result: pass it as S32 bits
     sat: In(1)                      # ... clamped to the S32 range (else wrapped)
@@ -316,11 +318,11 @@ class RoundPack(wiring.Component):
         zero = zero5 & ~up5
         ovf = ovf5 | (ovfu5 & up5)
         with m.Switch(sp5):
-            with m.Case(1):
+            with m.Case(Special.NAN):
                 m.d.comb += self.bits.eq(Mux(f16_5, FP16.canonical_nan, FP32.canonical_nan))
-            with m.Case(2):
+            with m.Case(Special.POS_INF):
                 m.d.comb += self.bits.eq(Mux(f16_5, FP16.pos_inf, FP32.pos_inf))
-            with m.Case(3):
+            with m.Case(Special.NEG_INF):
                 m.d.comb += self.bits.eq(Mux(f16_5, FP16.neg_inf, FP32.neg_inf))
             with m.Default():
                 with m.If(int_5):

@@ -6,7 +6,7 @@ Layouts are listed LSB first, as the bit patterns are.  The unpacker maps every 
 (FP16, BF16, TF32, FP8 E4M3 / E5M2, INT8 S8 / U8) onto one operand shape, :class:`Operand`, so
 that the rest of the datapath is format-agnostic: an 11-bit significand with 10 fraction bits
 and an exponent biased by 127.  The accumulator formats (FP32, FP16) map onto :class:`Addend`
-the same way (24-bit significand, 23 fraction bits).  :class:`Kind` and :class:`Mode` say how a
+the same way (24-bit significand, 23 fraction bits).  :class:`InputKind` and :class:`Mode` say how a
 group is computed; they travel with the beats.
 """
 
@@ -14,7 +14,7 @@ from amaranth import *
 from amaranth.lib import data, enum, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["FP16Bits", "BF16Bits", "FP32Bits", "FP16", "FP32", "Kind", "Mode", "Operand", "Addend",
+__all__ = ["FP16Bits", "BF16Bits", "FP32Bits", "FP16", "FP32", "InputKind", "Mode", "Special", "Operand", "Addend",
            "Fields", "FormatSel", "format_select", "unpack_fields", "unpack_finish", "Unpack", "UnpackAddend", "OPERAND_BIAS",
            "INT8_EXP"]
 
@@ -53,7 +53,7 @@ class FP16:
     neg_inf = 0xFC00
 
 
-class Kind(enum.Enum, shape=3):
+class InputKind(enum.Enum, shape=3):
     """The input kind of an MMA group: which formats A and B are read in (``Mode.kind``)."""
     FP16 = 0
     BF16 = 1
@@ -62,12 +62,21 @@ class Kind(enum.Enum, shape=3):
     INT8 = 4        # S8, or U8 per operand
 
 
+class Special(enum.Enum, shape=2):
+    """A group output's special result, which overrides its rounded sum with the canonical
+    value of the output format (:class:`FP32`, :class:`FP16`)."""
+    NONE = 0
+    NAN = 1             # a NaN input, Inf - Inf, or 0 * Inf
+    POS_INF = 2
+    NEG_INF = 3
+
+
 class Mode(data.Struct):
     """How a group is computed: input kind, accumulator and the per-operand variants.
 
     Members
     -------
-    kind : Kind
+    kind : InputKind
     acc_f16 : 1
         C and D are FP16, one round to nearest-even (FP16 and FP8 inputs); else FP32 (S32 for
         INT8).
@@ -80,7 +89,7 @@ class Mode(data.Struct):
         each product's B row is the one the beat's metadata names (:class:`rtl.mma4.Beat`).
     """
 
-    kind: Kind
+    kind: InputKind
     acc_f16: 1
     a_alt: 1
     b_alt: 1
@@ -183,9 +192,9 @@ class FormatSel(data.Struct):
 
 def format_select(kind, alt):
     """The :class:`FormatSel` bits of ``kind`` (``alt``: E5M2 / U8), as a value."""
-    fp8 = kind == Kind.FP8
-    known = (kind == Kind.FP16) | (kind == Kind.BF16) | (kind == Kind.TF32) | fp8
-    return Cat(kind == Kind.FP16, kind == Kind.BF16, kind == Kind.TF32, fp8 & ~alt, fp8 & alt,
+    fp8 = kind == InputKind.FP8
+    known = (kind == InputKind.FP16) | (kind == InputKind.BF16) | (kind == InputKind.TF32) | fp8
+    return Cat(kind == InputKind.FP16, kind == InputKind.BF16, kind == InputKind.TF32, fp8 & ~alt, fp8 & alt,
                ~known)
 
 
@@ -238,7 +247,7 @@ def unpack_finish(m, f):
 
 
 class Unpack(wiring.Component):
-    """An A or B element of any :class:`Kind` to an :class:`Operand`.  Combinational: the two
+    """An A or B element of any :class:`InputKind` to an :class:`Operand`.  Combinational: the two
     halves :func:`unpack_fields` and :func:`unpack_finish`, which the core registers apart.
 
     Members
@@ -246,14 +255,14 @@ class Unpack(wiring.Component):
     bits : In(32)
         The element: FP16/BF16 in ``bits[0:16]``, TF32 as the whole FP32 pattern, FP8 and
         INT8 in ``bits[0:8]``.
-    kind : In(Kind)
+    kind : In(InputKind)
     alt : In(1)
         FP8: E5M2 (else E4M3); INT8: unsigned (else two's complement).
     o : Out(Operand)
     """
 
     bits: In(32)
-    kind: In(Kind)
+    kind: In(InputKind)
     alt: In(1)
     o: Out(Operand)
 

@@ -53,7 +53,7 @@ from amaranth.lib.wiring import In, Out
 
 from numerics import fragments as fl
 
-__all__ = ["Kind", "Shape", "FragmentBank", "LoadSignature", "FillSignature", "MmaReadSignature",
+__all__ = ["FragKind", "Shape", "FragmentBank", "LoadSignature", "FillSignature", "MmaReadSignature",
            "MmaWriteSignature", "StoreSignature", "LANES", "SLOTS", "MATRIX_A", "MATRIX_B",
            "ACCUMULATOR", "METADATA", "WORD_BITS", "host_port"]
 
@@ -72,7 +72,7 @@ def host_port(mem_words: int) -> dict:
             "host_rdata": Out(WORD_BITS)}
 
 
-class Kind(enum.Enum, shape=2):
+class FragKind(enum.Enum, shape=2):
     """Fragment kinds (the WMMA command's ``kind`` codes).  ``METADATA``: a 2:4 sparse A
     fragment's metadata (PTX's ``e`` operand), in a bank built with ``sparse``."""
     MATRIX_A = 0
@@ -81,8 +81,8 @@ class Kind(enum.Enum, shape=2):
     METADATA = 3
 
 
-MATRIX_A, MATRIX_B, ACCUMULATOR = Kind.MATRIX_A, Kind.MATRIX_B, Kind.ACCUMULATOR
-METADATA = Kind.METADATA
+MATRIX_A, MATRIX_B, ACCUMULATOR = FragKind.MATRIX_A, FragKind.MATRIX_B, FragKind.ACCUMULATOR
+METADATA = FragKind.METADATA
 _NAMES = {MATRIX_A: "matrix_a", MATRIX_B: "matrix_b", ACCUMULATOR: "accumulator"}
 
 
@@ -124,7 +124,7 @@ class LoadSignature(wiring.Signature):
     the k32 (nibble q: group q's ``i0 | i1 << 2``)."""
 
     def __init__(self):
-        super().__init__({"en": Out(1), "kind": Out(Kind), "mnk": Out(Shape), "col": Out(1),
+        super().__init__({"en": Out(1), "kind": Out(FragKind), "mnk": Out(Shape), "col": Out(1),
                           "f16": Out(1), "frag": Out(3), "line": Out(5), "word": Out(3),
                           "data": Out(WORD_BITS)})
 
@@ -134,7 +134,7 @@ class FillSignature(wiring.Signature):
     fragment ``frag`` of ``kind`` := ``value`` (the low 16 bits for A and B)."""
 
     def __init__(self):
-        super().__init__({"en": Out(1), "kind": Out(Kind), "frag": Out(3), "entry": Out(4),
+        super().__init__({"en": Out(1), "kind": Out(FragKind), "frag": Out(3), "entry": Out(4),
                           "value": Out(32)})
 
 
@@ -261,9 +261,9 @@ def _square_word(m, name, shape, kind, col, f16, line, word):
     m32n8k16: A row r of 32 goes to fragment r[4] of the pair, a column's words 2, 3 (rows
     16..31) to the second fragment; B (16x8) is the left half of a B fragment, word for word;
     the accumulator's rows 16..31 are columns 8..15 of its 16x16 fragment.  ``kind`` and
-    ``shape`` are plain values (``Kind``, ``Shape`` codes).
+    ``shape`` are plain values (``FragKind``, ``Shape`` codes).
     """
-    skind, off = Signal(Kind, name=f"{name}_skind"), Signal(name=f"{name}_off")
+    skind, off = Signal(FragKind, name=f"{name}_skind"), Signal(name=f"{name}_off")
     scol, sline, sword = Signal(name=f"{name}_scol"), Signal(4, name=f"{name}_sline"), \
         Signal(2, name=f"{name}_sword")
     flip = shape == Shape.M8N32K16.value
@@ -352,7 +352,7 @@ class FragmentBank(wiring.Component):
             if sparse else []
 
     def frags(self, kind) -> int:
-        return self._frags[Kind(kind)]
+        return self._frags[FragKind(kind)]
 
     # The lane/slot map, as the storage holds it: what ``tcore layout`` reads out.
     def locate(self, kind, frag: int, lane: int, slot: int,
@@ -360,7 +360,7 @@ class FragmentBank(wiring.Component):
         """(column memory, row address, bit offset, width) of ``slot`` of ``lane`` of fragment
         ``frag`` of ``shape`` (slots 0..num_elements - 1; matrix slots repeat past the
         distinct ones)."""
-        name = _NAMES[Kind(kind)]
+        name = _NAMES[FragKind(kind)]
         rc = fl.element_map(name, shape)
         if not (0 <= lane < LANES and 0 <= slot < (8 if name == "accumulator" else 16)):
             raise ValueError(f"no slot {slot} in lane {lane}")

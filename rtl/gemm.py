@@ -10,7 +10,7 @@ from amaranth.lib.wiring import In, Out
 from .feeder import BeatFeeder, DrainD
 from .fragments import (MATRIX_A, MATRIX_B, METADATA, WORD_BITS, FragmentBank, LoadSignature,
                         StoreSignature, host_port)
-from .formats import Kind, Mode
+from .formats import InputKind, Mode
 from .mma4 import MMA4
 
 __all__ = ["GemmConfig", "MatmulTWarp", "GemmTop", "ADDR_BITS", "TILE_BITS"]
@@ -42,7 +42,7 @@ class GemmConfig(data.Struct):
     a_base: ADDR_BITS
     b_base: ADDR_BITS
     d_base: ADDR_BITS
-    kind: Kind
+    kind: InputKind
     acc_f16: 1
     a_alt: 1                  # FP8: A is E5M2; INT8: A is U8
     b_alt: 1                  # FP8: B is E5M2; INT8: B is U8

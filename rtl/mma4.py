@@ -8,19 +8,20 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from numerics import ARCHS, HOPPER
+from numerics.formats import INPUT_FORMATS
 
-from .datapath import (ACC_WIDTH, ADDEND_SHIFT, ADDEND_TERM_BITS, E_WIDTH, EXP_BIAS,
+from .datapath import (ACC_WIDTH, PAIR_BITS, ADDEND_SHIFT, ADDEND_TERM_BITS, E_WIDTH, EXP_BIAS,
                        GRID, Multiplier, RoundPack, add_cin, addend_shift, coarse, dsp_operands,
                        extend, product_term)
-from .formats import (FP16, FP32, Fields, FormatSel, Kind, Mode, Operand, UnpackAddend, format_select,
+from .formats import (FP16, FP32, Fields, FormatSel, InputKind, Mode, Operand, Special, UnpackAddend, format_select,
                       unpack_fields, unpack_finish)
 
-__all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry", "Kind", "Mode", "KDEPTH",
+__all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry", "InputKind", "Mode", "KDEPTH",
            "MAX_BEATS", "PASSES", "LANES", "ElementPick"]
 
 MAX_BEATS = 4                   # a group fuses at most 4 beats: one Hopper block of the kind
 #: k depth of one beat per kind: a and b hold 256 bits each, A 4 x KDEPTH and B KDEPTH x 4.
-KDEPTH = {Kind.FP16: 4, Kind.BF16: 4, Kind.TF32: 2, Kind.FP8: 8, Kind.INT8: 8}
+KDEPTH = {InputKind(f.code): f.beat_k for f in INPUT_FORMATS.values()}
 #: Clocks (passes through the 64 multipliers) a beat takes per kind.
 PASSES = {k: max(1, d // 4) for k, d in KDEPTH.items()}
 MAX_PASSES = MAX_BEATS * max(PASSES.values())
@@ -28,7 +29,7 @@ MAX_PASSES = MAX_BEATS * max(PASSES.values())
 #: multipliers in ``64 // lanes`` clocks, a slice of whole output rows each clock.
 LANES = (64, 32, 16)
 # A group is one Hopper block: 4 beats of the kind are its block width.
-for _kind, _name in ((Kind.FP16, "fp16"), (Kind.TF32, "tf32"), (Kind.FP8, "fp8"), (Kind.INT8, "int8")):
+for _kind, _name in ((InputKind.FP16, "fp16"), (InputKind.TF32, "tf32"), (InputKind.FP8, "fp8"), (InputKind.INT8, "int8")):
     assert HOPPER.step(_name).block == MAX_BEATS * KDEPTH[_kind], _name
 #: INT8 groups have a fixed block exponent: nominal 25, so the accumulator counts units of 1
 #: (products, at nominal exponent 20, are shifted right by 5: exact, as their sum is).
@@ -63,7 +64,7 @@ class Beat(data.Struct):
         all their products and C; a group also ends after its fourth beat.  Four beats are
         one Hopper block: K = 16 (FP16, BF16), 8 (TF32), 32 (FP8, INT8).
     mode : Mode
-        Kind, accumulator and variants (:class:`rtl.formats.Mode`); taken from a group's
+        InputKind, accumulator and variants (:class:`rtl.formats.Mode`); taken from a group's
         first beat.
     b_hi : 16 x 16 bits
         2:4 sparse beats (``mode.sparse``, FP16/BF16): B's rows 4..7 as ``b`` holds rows 0..3.
@@ -129,11 +130,11 @@ def slice_entry(slices: int) -> data.StructLayout:
 
 class GroupEntry(data.Struct):
     """What the exponent lane learns of a whole group: each output's block exponent E (biased,
-    FP16 floor applied; fixed for INT8), its special result (0 none, 1 NaN, 2 +Inf, 3 -Inf),
+    FP16 floor applied; fixed for INT8), its special result (:class:`Special`),
     the group's mode and its pass count - 1."""
 
     e: data.ArrayLayout(E_WIDTH, 16)
-    special: data.ArrayLayout(2, 16)
+    special: data.ArrayLayout(Special, 16)
     mode: Mode
     n: range(MAX_PASSES)
 
@@ -378,15 +379,15 @@ class MMA4(wiring.Component):
         return self._lanes
 
     @classmethod
-    def beat_clocks(cls, kind: Kind = Kind.FP16, lanes: int = 64) -> int:
+    def beat_clocks(cls, kind: InputKind = InputKind.FP16, lanes: int = 64) -> int:
         """Clocks one beat of ``kind`` takes through a core of ``lanes`` multipliers (no
         stalls): its passes times ``64 // lanes``."""
         if lanes not in LANES:
             raise ValueError(f"lanes must be one of {', '.join(map(str, LANES))}, not {lanes!r}")
-        return PASSES[Kind(kind)] * (64 // lanes)
+        return PASSES[InputKind(kind)] * (64 // lanes)
 
     @classmethod
-    def latency_of(cls, kind: Kind = Kind.FP16, beats: int = 1, lanes: int = 64) -> int:
+    def latency_of(cls, kind: InputKind = InputKind.FP16, beats: int = 1, lanes: int = 64) -> int:
         """Clocks from the acceptance of a group's last beat to its D on ``o`` (no stalls):
         :attr:`LATENCY` plus one per slice of the group after its first."""
         if not 1 <= beats <= MAX_BEATS:
@@ -396,7 +397,7 @@ class MMA4(wiring.Component):
     @staticmethod
     def kdepth(kind) -> int:
         """k slices one beat carries in ``kind`` (:data:`KDEPTH`)."""
-        return KDEPTH[Kind(kind)]
+        return KDEPTH[InputKind(kind)]
 
     def elaborate(self, platform):
         m = Module()
@@ -425,8 +426,8 @@ class MMA4(wiring.Component):
         m.d.comb += mode.eq(Mux(first, beat.mode, g_mode))
 
         def decode(md):     # a beat is two passes; a 16-bit kind
-            return ((md.kind == Kind.FP8) | (md.kind == Kind.INT8),
-                    (md.kind == Kind.FP16) | (md.kind == Kind.BF16))
+            return ((md.kind == InputKind.FP8) | (md.kind == InputKind.INT8),
+                    (md.kind == InputKind.FP16) | (md.kind == InputKind.BF16))
 
         # The group's decode is kept beside its mode, so that only a first pass decodes the
         # payload's.
@@ -460,7 +461,7 @@ class MMA4(wiring.Component):
         xc = Signal(XCtl)
         m.d.comb += [xc.first.eq(first), xc.last.eq(last), xc.mode.eq(mode), xc.n.eq(widx)]
         sel = Signal(Sel)
-        tf32 = mode.kind == Kind.TF32
+        tf32 = mode.kind == InputKind.TF32
         m.d.comb += [sel.w16.eq(~tf32 & ~two), sel.w32.eq(tf32), sel.lo8.eq(two & ~half),
                      sel.hi8.eq(half), sel.a.eq(format_select(mode.kind, mode.a_alt)),
                      sel.b.eq(format_select(mode.kind, mode.b_alt))]
@@ -567,7 +568,7 @@ class MMA4(wiring.Component):
         as the FIFO keeps it; then the :class:`BeatEntry` with the product exponents, and per product
         and addend the NaN / +Inf / -Inf flags."""
         fa, fb, fh = self._operand_bits(m, beat, sel, mode)
-        int8 = mode.kind == Kind.INT8
+        int8 = mode.kind == InputKind.INT8
         ua = _reg(m, [unpack_finish(m, f) for f in fa], "x2_a")
         ub = _reg(m, [unpack_finish(m, f) for f in fb], "x2_b")
         if self._sparse:
@@ -637,7 +638,7 @@ class MMA4(wiring.Component):
     def _group_reduce(self, m, ent, x6, valid, first, mode):
         """The running maximum and specials over the group; ``ent`` (a :class:`GroupEntry`)
         gets E (fixed for INT8) and the special code including the pass now at X6."""
-        int8 = mode.kind == Kind.INT8
+        int8 = mode.kind == InputKind.INT8
         for x, (e, sp) in enumerate(x6):
             ge = Signal(E_WIDTH, name=f"grp_e{x}", reset_less=True)
             gs = Signal(3, name=f"grp_sp{x}", reset_less=True)
@@ -647,7 +648,8 @@ class MMA4(wiring.Component):
                 m.d.sync += [ge.eq(e_new), gs.eq(s_new)]
             nan, pinf, ninf = s_new[0], s_new[1], s_new[2]
             m.d.comb += [ent.e[x].eq(Mux(int8, E_INT8, e_new)),
-                         ent.special[x].eq(Mux(nan | (pinf & ninf), 1, Mux(pinf, 2, Mux(ninf, 3, 0))))]
+                         ent.special[x].eq(Mux(nan | (pinf & ninf), Special.NAN, Mux(
+                             pinf, Special.POS_INF, Mux(ninf, Special.NEG_INF, Special.NONE))))]
 
     def _unpack_addend(self, m, name, bits, f16):
         """C and its biased exponent (nominal + EXP_BIAS)."""
@@ -727,9 +729,9 @@ class MMA4(wiring.Component):
 
         mode = grp.mode
         flags = Signal(Flags)
-        m.d.comb += [flags.f16.eq(mode.acc_f16), flags.fp8.eq(mode.kind == Kind.FP8),
-                     flags.int8.eq(mode.kind == Kind.INT8), flags.sat.eq(mode.sat),
-                     flags.wide.eq((mode.kind == Kind.FP16) | (mode.kind == Kind.BF16))]
+        m.d.comb += [flags.f16.eq(mode.acc_f16), flags.fp8.eq(mode.kind == InputKind.FP8),
+                     flags.int8.eq(mode.kind == InputKind.INT8), flags.sat.eq(mode.sat),
+                     flags.wide.eq((mode.kind == InputKind.FP16) | (mode.kind == InputKind.BF16))]
         d = [sat(grp.e[p // 4], ent.pe[p]) for p in range(4 * n)]
         dc = [Mux(flags.int8, 0, sat(grp.e[x], ent.c_pe[x])) for x in range(n)]
         f = [RoundPack.clamp_of(grp.e[x], mode.acc_f16) for x in range(n)]
@@ -781,7 +783,7 @@ class MMA4(wiring.Component):
         for x in range(n):
             t = [product_term(prods[4 * x + k], q5[4 * x + k], n5[4 * x + k], fp8_5, wide_5, base) for k in range(4)]
             nk = n5[4 * x:4 * x + 4]
-            ab6.append(Cat(add_cin(t[0], t[1], nk[0], 29), add_cin(t[2], t[3], nk[2], 29)))
+            ab6.append(Cat(add_cin(t[0], t[1], nk[0], PAIR_BITS), add_cin(t[2], t[3], nk[2], PAIR_BITS)))
             owe6.append(Cat(nk[1], nk[3]))
         ab6, owe6 = _reg(m, ab6, "l6_ab"), _reg(m, owe6, "l6_owe")
         cx6, cn6 = _reg(m, cx5, "l6_cx"), _reg(m, cn5, "l6_cn")
@@ -790,8 +792,8 @@ class MMA4(wiring.Component):
         # L6 -> L7: A + B + C as a carry-save step and one chain.
         s7 = []
         for x in range(n):
-            a = extend(ab6[x][0:29].as_signed(), ACC_WIDTH)
-            b = extend(ab6[x][29:58].as_signed(), ACC_WIDTH)
+            a = extend(ab6[x][:PAIR_BITS].as_signed(), ACC_WIDTH)
+            b = extend(ab6[x][PAIR_BITS:].as_signed(), ACC_WIDTH)
             c = extend(cx6[x], ACC_WIDTH)
             ssum, cy = a ^ b ^ c, (a & b) | (a & c) | (b & c)
             s7.append(add_cin(ssum, Cat(owe6[x][0], cy[:ACC_WIDTH - 1]), owe6[x][1], ACC_WIDTH))

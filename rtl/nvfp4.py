@@ -18,7 +18,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from .fragments import WORD_BITS, host_port
-from .formats import Kind
+from .formats import InputKind
 from .gemm import ADDR_BITS, TILE_BITS, GemmConfig, GemmTop
 
 __all__ = ["Fp4Decoder", "Fp32Mul", "Fp32Scale", "Fp4Config", "Fp4GemmTop"]
@@ -317,7 +317,7 @@ class Fp4GemmTop(wiring.Component):
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [cfg.eq(self.cfg), cfg.kind.eq(Mux(self.fcfg.mx, Kind.BF16, Kind.FP16)), cfg.acc_f16.eq(0),
+                    m.d.sync += [cfg.eq(self.cfg), cfg.kind.eq(Mux(self.fcfg.mx, InputKind.BF16, InputKind.FP16)), cfg.acc_f16.eq(0),
                                  fcfg.eq(self.fcfg), running.eq(1), self.done.eq(0),
                                  self.cycles.eq(0), region.eq(0), w.eq(0), k.eq(0), j.eq(0),
                                  srow.eq(0)]

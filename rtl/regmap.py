@@ -18,6 +18,8 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
+from numerics.formats import INPUT_FORMATS
+
 __all__ = ["Access", "Field", "Register", "REGISTERS", "ErrorCode", "InFormat", "ID_VALUE",
            "VERSION", "ADDR_BITS", "IN_BYTES", "register", "markdown", "c_header"]
 
@@ -60,8 +62,7 @@ class InFormat(enum.IntEnum):
 
 
 #: Bytes of an A/B element per input format (TF32 elements are 32-bit words).
-IN_BYTES = {InFormat.FP16: 2, InFormat.BF16: 2, InFormat.TF32: 4, InFormat.E4M3: 1,
-            InFormat.E5M2: 1, InFormat.S8: 1, InFormat.U8: 1}
+IN_BYTES = {f: INPUT_FORMATS[f.name.lower()].bytes for f in InFormat}
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,12 @@ from amaranth import *
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from numerics.formats import INPUT_FORMATS
+
 from .axil import AxiLiteRegs
 from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS
 from .regmap import ErrorCode, InFormat
-from .formats import Kind as InKind
+from .formats import InputKind
 from .wmma import Op, WarpTop, WmmaCmd
 
 __all__ = ["AxiSignature", "TileDma", "TileWorker", "GemmSoc", "RunConfig", "TileClaim", "DmaRequest", "RESP_OKAY", "RESP_SLVERR", "RESP_DECERR"]
@@ -341,7 +343,7 @@ class RunConfig(data.Struct):
     A K step is one WMMA m16n16 step of the kind (K 16 FP16/BF16, 8 TF32, 32 FP8/INT8): 32
     bytes of a row of A, and of a row of B^T where ``b_cols`` (TF32, FP8, INT8 take B
     column-major, as their fragments hold it)."""
-    kind: InKind
+    kind: InputKind
     a_alt: 1             # FP8: A is E5M2; INT8: A is U8
     b_alt: 1             # FP8: B is E5M2
     sat: 1               # INT8: satfinite
@@ -526,12 +528,10 @@ def _round_robin(m: Module, requests, last, name: str):
     return pick, Cat(*requests).any()
 
 
-#: FORMAT.in_fmt -> the datapath kind, whether A is the kind's alternative (E5M2, U8), and
-#: log2 of the element bytes.
-_IN_FORMATS = {InFormat.FP16: (InKind.FP16, 0, 1), InFormat.BF16: (InKind.BF16, 0, 1),
-               InFormat.TF32: (InKind.TF32, 0, 2), InFormat.E4M3: (InKind.FP8, 0, 0),
-               InFormat.E5M2: (InKind.FP8, 1, 0), InFormat.S8: (InKind.INT8, 0, 0),
-               InFormat.U8: (InKind.INT8, 1, 0)}
+#: FORMAT.in_fmt -> the datapath kind, whether A is the kind's alternative (E5M2, U8), log2
+#: of the element bytes and whether B is read column-major.
+_IN_FORMATS = {code: (InputKind(f.code), int(f.alt), f.bytes.bit_length() - 1, int(f.b_cols))
+               for code, f in ((c, INPUT_FORMATS[c.name.lower()]) for c in InFormat)}
 
 
 def _format_bad(fmt, regs):
@@ -546,16 +546,16 @@ def _format_bad(fmt, regs):
 def _latch_format(m, cfg, fmt, regs):
     """The run's kind fields from FORMAT (at start)."""
     with m.Switch(fmt):
-        for code, (kind, alt, esh) in _IN_FORMATS.items():
+        for code, (kind, alt, esh, b_cols) in _IN_FORMATS.items():
             with m.Case(code):
                 m.d.sync += [cfg.kind.eq(kind), cfg.a_alt.eq(alt), cfg.esh.eq(esh),
-                             cfg.b_cols.eq(kind not in (InKind.FP16, InKind.BF16))]
-                if kind == InKind.FP8:        # B: the same FP8 format as A, or the other one
+                             cfg.b_cols.eq(b_cols)]
+                if kind == InputKind.FP8:        # B: the same FP8 format as A, or the other one
                     m.d.sync += cfg.b_alt.eq(alt ^ regs.format_b_alt)
                 else:
                     m.d.sync += cfg.b_alt.eq(0)
         with m.Default():                     # refused as BAD_FORMAT; sizes checked as FP16's
-            m.d.sync += [cfg.kind.eq(InKind.FP16), cfg.a_alt.eq(0), cfg.b_alt.eq(0),
+            m.d.sync += [cfg.kind.eq(InputKind.FP16), cfg.a_alt.eq(0), cfg.b_alt.eq(0),
                          cfg.esh.eq(1), cfg.b_cols.eq(0)]
     m.d.sync += cfg.sat.eq(regs.format_sat)
 
@@ -632,9 +632,9 @@ class GemmSoc(wiring.Component):
         # ---- checks: a bad configuration is refused before any memory access --------------
         code = Signal(4)
         limit = 16 << MAX_TILES_LOG2
-        eight = (cfg.kind == InKind.FP8) | (cfg.kind == InKind.INT8)      # K steps of 32
+        eight = (cfg.kind == InputKind.FP8) | (cfg.kind == InputKind.INT8)      # K steps of 32
         # M, N multiples of 16; K of the kind's K step (8 TF32, 16 FP16/BF16, 32 FP8/INT8)
-        k_bad = Mux(cfg.kind == InKind.TF32, ck[:3] != 0, (ck[:4] != 0) | (eight & ck[4]))
+        k_bad = Mux(cfg.kind == InputKind.TF32, ck[:3] != 0, (ck[:4] != 0) | (eight & ck[4]))
         size_bad = (Cat(*((v == 0) | (v[:4] != 0) | (v > limit) for v in (cm, cn))).any() |
                     (ck == 0) | (ck > limit) | k_bad)
         used = {"a": 1, "b": 1, "c": cfg.c_given, "d": 1}
@@ -765,7 +765,7 @@ class GemmSoc(wiring.Component):
                 with m.Else():
                     m.d.comb += go.eq(1)
                     m.d.sync += [ti.eq(0), tj.eq(0), tiles_m.eq(cm[4:15]), tiles_n.eq(cn[4:15]),
-                                 cfg.steps.eq(Mux(cfg.kind == InKind.TF32, ck[3:15],
+                                 cfg.steps.eq(Mux(cfg.kind == InputKind.TF32, ck[3:15],
                                                   Mux(eight, ck[5:15], ck[4:15]))),
                                  a_row.eq(base["a"]), b_col.eq(base["b"]), c_row.eq(base["c"]),
                                  d_row.eq(base["d"]), left.eq(1)]

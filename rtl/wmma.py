@@ -8,12 +8,12 @@ from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from .feeder import BeatFeeder, DrainD
-from .fragments import (ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, Kind, Shape,
+from .fragments import (ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS, FragmentBank, FragKind, Shape,
                         host_port, is_pair, storage_kind)
-from .formats import Kind as InKind
+from .formats import InputKind
 from .mma4 import MMA4
 
-__all__ = ["Op", "Kind", "Shape", "WmmaCmd", "WmmaResp", "WmmaSequencer", "WarpTop", "WORD_BITS"]
+__all__ = ["Op", "FragKind", "Shape", "WmmaCmd", "WmmaResp", "WmmaSequencer", "WarpTop", "WORD_BITS"]
 
 
 class Op(enum.Enum, shape=2):
@@ -37,7 +37,7 @@ class WmmaCmd(data.Struct):
         Load/store memory layout (``mem_col_major`` for the accumulator).  The TF32, FP8 and
         INT8 kinds load A row-major and B column-major (each lane's register then holds
         consecutive k, as the PTX ``mma`` fragments do; see ``docs/fragments.md``).
-    fmt : rtl.formats.Kind
+    fmt : rtl.formats.InputKind
         Load of A/B: the element size ldm counts (1 byte FP8/INT8, 2 FP16/BF16, 4 TF32); MMA:
         the input kind.
     a_alt, b_alt, sat : 1
@@ -65,9 +65,9 @@ class WmmaCmd(data.Struct):
     """
 
     op: Op
-    kind: Kind
+    kind: FragKind
     col_major: 1
-    fmt: InKind
+    fmt: InputKind
     a_alt: 1
     b_alt: 1
     sat: 1
@@ -136,7 +136,7 @@ class WmmaSequencer(wiring.Component):
         return self.mma_cycles_of(lanes=self._lanes)
 
     @staticmethod
-    def mma_cycles_of(kind=InKind.FP16, lanes: int = 64) -> int:
+    def mma_cycles_of(kind=InputKind.FP16, lanes: int = 64) -> int:
         """Clocks from an mma_sync's issue to its response, with no stalls: 64 beats of
         ``MMA4.beat_clocks(kind, lanes)`` (two clocks each for the 8-bit kinds, ``64 // lanes``
         times as many on a core of fewer lanes), the core's fused-mode latency after the last
@@ -159,7 +159,7 @@ class WmmaSequencer(wiring.Component):
         # ---- unit state -------------------------------------------------------------------
         nm_bits = max(1, (self._nm - 1).bit_length())
         mem_busy, mma_busy = Signal(), Signal()
-        mem_op, mem_kind, mem_frag = Signal(Op), Signal(Kind), Signal(3)
+        mem_op, mem_kind, mem_frag = Signal(Op), Signal(FragKind), Signal(3)
         mma_c, mma_d = Signal(3), Signal(3)
         mma_reads = Signal(self._nm)            # matrix fragments the running mma_sync reads
         mem_writes = Signal(self._nm)           # matrix fragments the running fill/load writes
@@ -175,8 +175,8 @@ class WmmaSequencer(wiring.Component):
         kind_ok = (cmd.kind == MATRIX_A) | (cmd.kind == MATRIX_B) | is_acc
         esize32 = is_acc & ~cmd.acc_f16
         # A and B: 16 lines of 32 bytes in every kind; ldm counts the kind's elements.
-        bytes8 = ~is_acc & ((cmd.fmt == InKind.FP8) | (cmd.fmt == InKind.INT8))
-        bytes4 = ~is_acc & (cmd.fmt == InKind.TF32)
+        bytes8 = ~is_acc & ((cmd.fmt == InputKind.FP8) | (cmd.fmt == InputKind.INT8))
+        bytes4 = ~is_acc & (cmd.fmt == InputKind.TF32)
         wide32 = esize32 | bytes4
         step_ok = Mux(wide32, cmd.ldm[:2] == 0, Mux(bytes8, cmd.ldm[:4] == 0,
                                                     cmd.ldm[:3] == 0)) & (cmd.ldm != 0)
@@ -190,7 +190,7 @@ class WmmaSequencer(wiring.Component):
         square = shape == Shape.M16N16K16
         pair = is_pair(shape.as_value(), cmd.kind.as_value())
         shape_ok = (shape.as_value() <= Shape.M8N32K16.value) & (
-            square | (is_acc & (cmd.op != Op.MMA)) | (cmd.fmt.as_value() <= InKind.BF16.value))
+            square | (is_acc & (cmd.op != Op.MMA)) | (cmd.fmt.as_value() <= InputKind.BF16.value))
         # The matrix in memory: log2 of its rows and columns, then of its lines and of the
         # 128-bit words of a line (8 16-bit or 4 FP32 elements; A and B lines are 32 bytes in
         # every kind of m16n16k16).
@@ -233,14 +233,14 @@ class WmmaSequencer(wiring.Component):
         pa = Mux(flip, cmd.fb, cmd.fa)
         pb = Mux(flip, cmd.fa, cmd.fb)
         is_b = Array(frag_is_b)
-        f16_ok = (cmd.fmt == InKind.FP16) | (cmd.fmt == InKind.FP8)    # kinds with FP16 C/D
+        f16_ok = (cmd.fmt == InputKind.FP16) | (cmd.fmt == InputKind.FP8)    # kinds with FP16 C/D
         mma_legal = ((cmd.fa < self._nm) & (cmd.fb < self._nm) & (cmd.fc < self._nc) &
                      (cmd.frag < self._nc) & shape_ok & ((pa + ~square) < self._nm) &
                      ~is_b[pa[:nm_bits]] & is_b[pb[:nm_bits]] &
                      (square | ~is_b[(pa + 1)[:nm_bits]]) &
                      (frag_shape[cmd.fa[:nm_bits]] == shape.as_value()) &
                      (frag_shape[cmd.fb[:nm_bits]] == shape.as_value()) &
-                     (cmd.fmt.as_value() <= InKind.INT8.value) & (~cmd.acc_f16 | f16_ok))
+                     (cmd.fmt.as_value() <= InputKind.INT8.value) & (~cmd.acc_f16 | f16_ok))
         cmd_writes = Mux(pair, onehot(cmd.frag) | onehot(cmd.frag + 1), onehot(cmd.frag))
         cmd_reads = onehot(pa) | onehot(pb) | Mux(square, 0, onehot(pa + 1))
 

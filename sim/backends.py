@@ -7,6 +7,8 @@ Every backend takes the same arguments as :func:`golden.mma.mma` on tile batches
 
 from __future__ import annotations
 
+from numerics.formats import INPUT_FORMATS
+
 BACKENDS = ("golden", "amaranth", "icarus", "verilator")
 RTL_BACKENDS = ("amaranth", "icarus", "verilator")
 
@@ -20,12 +22,7 @@ RTL_KERNELS = ("f16_f32", "bf16_f32", "f16_f16", "tf32_f32", "e4m3_f32", "e5m2_f
 #: the warp design and the GEMM top do.
 WARP_KERNELS = RTL_KERNELS
 #: K step (one Hopper block) per input format on the RTL.
-def _k_steps():
-    from tb.images import GEMM_FORMATS      # (kind, element bytes, K step, B column-major)
-    return {fmt: v[2] for fmt, v in GEMM_FORMATS.items()}
-
-
-RTL_K_STEP = _k_steps()
+RTL_K_STEP = {f.name: f.k_step for f in INPUT_FORMATS.values()}
 
 
 class BackendError(RuntimeError):

@@ -16,6 +16,7 @@ import time
 import numpy as np
 
 from golden.gemm import check_gemm, matmul_t
+from numerics.formats import INPUT_FORMATS
 from rtl.designs import LINT_PARAMS
 
 from .runner import SimError, build_dir, build_root, keep_waves, run_bench, wave_file
@@ -60,12 +61,13 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
     the file is moved to ``build/waves/`` and never overwrites an earlier one.  ``lanes``: the
     multipliers of each warp's core (:class:`rtl.mma4.MMA4`).
     """
-    from tb.images import GEMM_FORMATS, gemm_fields
+    from tb.images import gemm_fields
     m, k = a.shape
     n = b.shape[1]
-    if in_fmt not in GEMM_FORMATS:
-        raise ValueError(f"the GEMM top takes {', '.join(GEMM_FORMATS)} inputs, not {in_fmt!r}")
-    _, esize, kstep, b_cols = GEMM_FORMATS[in_fmt]
+    if in_fmt not in INPUT_FORMATS:
+        raise ValueError(f"the GEMM top takes {', '.join(INPUT_FORMATS)} inputs, not {in_fmt!r}")
+    fmt = INPUT_FORMATS[in_fmt]
+    esize, kstep, b_cols = fmt.bytes, fmt.k_step, fmt.b_cols
     if in_fmt in ("fp16", "bf16"):
         check_gemm(m, n, k, in_fmt, out_fmt)
     elif min(m, n) < 16 or m % 16 or n % 16 or k < kstep or k % kstep:

@@ -9,6 +9,8 @@ import tempfile
 
 import numpy as np
 
+from numerics.formats import INPUT_FORMATS
+
 from .runner import SimError, build_dir, build_root, keep_waves, run_bench, wave_file
 
 __all__ = ["run_soc"]
@@ -32,10 +34,9 @@ def run_soc(backend: str, a, b, c=None, *, in_fmt="fp16", out_fmt="fp32", b_fmt=
         raise ValueError(f"the soc design runs on verilator or icarus, not {backend!r}")
     m, k = a.shape[-2:]
     n = b.shape[-1]
-    from tb.images import GEMM_FORMATS
-    if in_fmt not in GEMM_FORMATS:
-        raise ValueError(f"the soc design takes {', '.join(GEMM_FORMATS)} inputs, not {in_fmt}")
-    kstep = GEMM_FORMATS[in_fmt][2]
+    if in_fmt not in INPUT_FORMATS:
+        raise ValueError(f"the soc design takes {', '.join(INPUT_FORMATS)} inputs, not {in_fmt}")
+    kstep = INPUT_FORMATS[in_fmt].k_step
     if m % 16 or n % 16 or not m or not n or not k or k % min(kstep, 16):
         raise ValueError(f"{in_fmt} through the soc design: M and N multiples of 16 and K of "
                          f"{min(kstep, 16)}, not {m}x{n}x{k}")

@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from numerics.formats import INPUT_FORMATS
+
 __all__ = ["BEAT_BITS", "Mode", "mode_of", "block_beats", "pack_payloads", "unpack_outputs", "Job",
            "save_jobs", "load_jobs", "blocks_to_tiles"]
 
-#: Element dtype of A and B per input format.
-_ELEM = {"fp16": "<u2", "bf16": "<u2", "tf32": "<u4", "e4m3": "u1", "e5m2": "u1", "s8": "u1",
-         "u8": "u1"}
-_KIND = {"fp16": 0, "bf16": 1, "tf32": 2, "e4m3": 3, "e5m2": 3, "s8": 4, "u8": 4}
-_ALT = ("e5m2", "u8")
+#: Element dtype of A and B, and the RTL kind code, per input format.
+_ELEM = {f.name: f.dtype for f in INPUT_FORMATS.values()}
+_KIND = {f.name: f.code for f in INPUT_FORMATS.values()}
+_ALT = tuple(f.name for f in INPUT_FORMATS.values() if f.alt)
 
 
 def _beat_layout():
@@ -28,7 +29,7 @@ def _beat_layout():
     order, so a change of the RTL's layout is an error here, not a wrong bit in a bench."""
     from amaranth.lib import data
 
-    from rtl.formats import Kind
+    from rtl.formats import InputKind
     from rtl.mma4 import Beat, KDEPTH
     fields = {name: (f.offset, f.width) for name, f in data.Layout.cast(Beat)}
     expect = {"a": (0, 256), "b": (256, 256), "c": (512, 512), "last": (1024, 1), "mode": (1025, 8),
@@ -36,7 +37,7 @@ def _beat_layout():
     mode = {name: (f.offset, f.width) for name, f in data.Layout.cast(data.Layout.cast(Beat)["mode"].shape)}
     expect_mode = {"kind": (0, 3), "acc_f16": (3, 1), "a_alt": (4, 1), "b_alt": (5, 1), "sat": (6, 1),
                    "sparse": (7, 1)}
-    kinds = {k.name.lower(): k.value for k in Kind}
+    kinds = {k.name.lower(): k.value for k in InputKind}
     if fields != expect or mode != expect_mode or kinds != {"fp16": 0, "bf16": 1, "tf32": 2, "fp8": 3, "int8": 4}:
         raise RuntimeError(f"rtl.mma4.Beat is laid out as {fields} / {mode} / {kinds}; tb.beats "
                            f"packs {expect} / {expect_mode}")

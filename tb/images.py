@@ -12,6 +12,8 @@ from __future__ import annotations
 import numpy as np
 from amaranth.lib import data
 
+from numerics.formats import INPUT_FORMATS
+
 __all__ = ["sparse_layout", "sparse_image", "write_memh", "read_memh", "struct_fields", "pack_struct", "unpack_struct", "cfg_word", "fcfg_word",
            "gemm_layout", "clock_budget", "fp4_image", "fp4_extra_clocks"]
 
@@ -58,19 +60,13 @@ def fcfg_word(**f) -> int:
     return pack_struct(Fp4Config, **f)
 
 
-#: The GEMM top's formats: input format -> (GemmConfig.kind, element bytes, K step, B given
-#: column-major).  The kinds beyond FP16/BF16 take B column-major (N x K), the TN layout.
-GEMM_FORMATS = {"fp16": (0, 2, 16, False), "bf16": (1, 2, 16, False), "tf32": (2, 4, 8, True),
-                "e4m3": (3, 1, 32, True), "e5m2": (3, 1, 32, True), "s8": (4, 1, 32, True),
-                "u8": (4, 1, 32, True)}
-
-
 def gemm_fields(in_fmt="fp16", b_fmt=None, out_fmt="fp32", saturate=False) -> dict:
-    """The GemmConfig fields of a format (kind, variants, b_cols) besides sizes and bases."""
-    kind, _, _, cols = GEMM_FORMATS[in_fmt]
-    b_fmt = b_fmt or in_fmt
-    return {"kind": kind, "acc_f16": out_fmt == "fp16", "a_alt": in_fmt in ("e5m2", "u8"),
-            "b_alt": b_fmt in ("e5m2", "u8"), "sat": bool(saturate), "b_cols": cols}
+    """The GemmConfig fields of a format (kind, variants, b_cols) besides sizes and bases.
+    The kinds beyond FP16/BF16 take B column-major (N x K), the TN layout."""
+    fmt = INPUT_FORMATS[in_fmt]
+    return {"kind": fmt.code, "acc_f16": out_fmt == "fp16", "a_alt": fmt.alt,
+            "b_alt": INPUT_FORMATS[b_fmt or in_fmt].alt, "sat": bool(saturate),
+            "b_cols": fmt.b_cols}
 
 
 def gemm_layout(m, n, k, acc_f16, esize=2):

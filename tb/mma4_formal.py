@@ -34,7 +34,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from rtl.datapath import RoundPack
-from rtl.formats import Kind, Mode
+from rtl.formats import InputKind, Mode
 from rtl.mma4 import MAX_BEATS, MAX_PASSES, MMA4
 
 __all__ = ["MMA4Control", "StreamCheck", "DEPTH", "harness"]
@@ -44,7 +44,7 @@ COUNT = 6                                        # groups and words counted sinc
 # The 16-bit kinds' fused latency + 8 beats (35 clocks; an 8-bit group's two passes per beat
 # are inside it: its fused latency + 4 beats).  The FP8 fused latency + 8 beats, 39 clocks,
 # is a much longer proof (minutes per clock of depth) and is not run.
-DEPTH = MMA4.latency_of(Kind.FP16, MAX_BEATS) + 8
+DEPTH = MMA4.latency_of(InputKind.FP16, MAX_BEATS) + 8
 
 
 class _Beat(data.Struct):

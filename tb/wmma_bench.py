@@ -36,11 +36,11 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
 
 from golden import mma
 from golden.wmma import Fragment, load_matrix_sync, mma_sync, store_matrix_sync
+from numerics.formats import INPUT_FORMATS
 from numerics.fragments import SHAPES
 from rtl.wmma import WmmaCmd
 from tb import memh
 from tb.beats import load_jobs
-from tb.images import GEMM_FORMATS
 from tb.handover import handover
 from tb.images import unpack_struct
 from tb.wmma_model import Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
@@ -175,8 +175,8 @@ def _mode_fields(mode, bf16):
     """The WmmaCmd format fields of a :class:`tb.beats.Mode` (or of FP16/BF16)."""
     if mode is None:
         return {"fmt": int(bf16)}, 2
-    alt = lambda f: int(f in ("e5m2", "u8"))
-    esize = GEMM_FORMATS[mode.in_fmt][1]
+    alt = lambda f: int(INPUT_FORMATS[f].alt)
+    esize = INPUT_FORMATS[mode.in_fmt].bytes
     return {"fmt": mode.kind, "a_alt": alt(mode.in_fmt), "b_alt": alt(mode.b_fmt),
             "sat": int(mode.saturate)}, esize
 

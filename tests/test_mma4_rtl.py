@@ -225,11 +225,11 @@ def test_lowprec_silicon_through_core(sim, few):
 
 def test_lanes_parameter_timing_and_refusal():
     """A pass takes 64 // lanes clocks: beats of every kind and group latencies follow."""
-    from rtl.mma4 import Kind
-    assert [MMA4.beat_clocks(k, 16) for k in (Kind.FP16, Kind.TF32, Kind.FP8, Kind.INT8)] == [4, 4, 8, 8]
-    assert MMA4.beat_clocks(Kind.FP8, 32) == 4 and MMA4.beat_clocks(Kind.BF16, 64) == 1
-    assert MMA4.latency_of(Kind.FP16, 4, lanes=16) == MMA4.LATENCY + 15
-    assert MMA4.latency_of(Kind.FP8, 1, lanes=32) == MMA4.LATENCY + 3
+    from rtl.mma4 import InputKind
+    assert [MMA4.beat_clocks(k, 16) for k in (InputKind.FP16, InputKind.TF32, InputKind.FP8, InputKind.INT8)] == [4, 4, 8, 8]
+    assert MMA4.beat_clocks(InputKind.FP8, 32) == 4 and MMA4.beat_clocks(InputKind.BF16, 64) == 1
+    assert MMA4.latency_of(InputKind.FP16, 4, lanes=16) == MMA4.LATENCY + 15
+    assert MMA4.latency_of(InputKind.FP8, 1, lanes=32) == MMA4.LATENCY + 3
     assert MMA4(lanes=16).lanes == 16
     with pytest.raises(ValueError, match="lanes must be one of 64, 32, 16"):
         MMA4(lanes=8)

@@ -46,11 +46,11 @@ def _unpack_patterns(fmt, rng):
 def test_unpack(fmt):
     """Every input format onto the one Operand: value = (-1)**sign * sig * 2**(bexp - 137)
     equal to the golden model's exact value, and the zero / Inf / NaN flags its classes."""
-    from rtl.formats import Kind
+    from rtl.formats import InputKind
     dut = Unpack()
     pats = _unpack_patterns(fmt, np.random.default_rng(1))
-    kind = {"fp16": Kind.FP16, "bf16": Kind.BF16, "tf32": Kind.TF32, "e4m3": Kind.FP8,
-            "e5m2": Kind.FP8, "s8": Kind.INT8, "u8": Kind.INT8}[fmt]
+    kind = {"fp16": InputKind.FP16, "bf16": InputKind.BF16, "tf32": InputKind.TF32, "e4m3": InputKind.FP8,
+            "e5m2": InputKind.FP8, "s8": InputKind.INT8, "u8": InputKind.INT8}[fmt]
     if fmt in ("s8", "u8"):
         value = (pats.view(np.int8) if fmt == "s8" else pats).astype(np.float64)
         cls = np.where(value == 0, GF.ZERO, GF.NORMAL)

@@ -1,0 +1,126 @@
+"""The element formats as one table: what every layer needs to know of an input or output format.
+
+The golden model (``golden/``), the RTL (``rtl/``), the benches' packers (``tb/``) and the CLI
+read a format's kind, variant, width, K steps and pairings here, so a fact is stated once.
+The arithmetic of each kind is :mod:`numerics` (``Arch.step``); the bit fields of a format are
+:mod:`golden.formats` and :mod:`rtl.formats`.  It imports nothing of the project.
+
+Input formats (PTX names in brackets; ``../shared/spec/numerics.md``):
+
+===========  ======  ===  ====  ======  ======  ===================  ===========
+format       kind    alt  bits  beat_k  k_step  B formats            outputs
+===========  ======  ===  ====  ======  ======  ===================  ===========
+fp16 (f16)   fp16    no   16    4       16      fp16                 fp32, fp16
+bf16         bf16    no   16    4       16      bf16                 fp32
+tf32         tf32    no   32    2       8       tf32                 fp32
+e4m3         fp8     no   8     8       32      e4m3, e5m2           fp32, fp16
+e5m2         fp8     yes  8     8       32      e5m2, e4m3           fp32, fp16
+s8           int8    no   8     8       32      s8                   s32
+u8           int8    yes  8     8       32      s8                   s32
+===========  ======  ===  ====  ======  ======  ===================  ===========
+
+``beat_k`` is the k depth of one beat of the 4x4 core (a 64-bit row of A, ``64 // bits``
+elements); ``k_step`` the K of one m16n16 MMA step (256-bit rows, ``256 // bits``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import KINDS
+
+__all__ = ["InputFormat", "INPUT_FORMATS", "OUTPUT_BITS", "input_format", "dtype_of"]
+
+
+@dataclass(frozen=True)
+class InputFormat:
+    """One input element format.
+
+    Parameters
+    ----------
+    name : str
+        ``"fp16"``, ``"bf16"``, ``"tf32"``, ``"e4m3"``, ``"e5m2"``, ``"s8"`` or ``"u8"``.
+    kind : str
+        Its datapath kind, one of :data:`numerics.KINDS`; :attr:`code` is the kind's number
+        (the RTL's ``InputKind``).
+    alt : bool
+        The second format of its kind (E5M2 of FP8, U8 of INT8): the RTL's ``a_alt``/``b_alt``.
+    bits : int
+        Storage width of one element (TF32 is stored as FP32, its 13 low fraction bits ignored).
+    b_formats : tuple of str
+        The B formats an A of this format pairs with, its own (or the default) first.
+    outputs : tuple of str
+        Its accumulator (C and D) formats, the default first.
+    """
+
+    name: str
+    kind: str
+    alt: bool
+    bits: int
+    b_formats: tuple
+    outputs: tuple
+
+    @property
+    def code(self) -> int:
+        """The kind's number: its place in :data:`numerics.KINDS` (``rtl.formats.InputKind``)."""
+        return KINDS.index(self.kind)
+
+    @property
+    def bytes(self) -> int:
+        return self.bits // 8
+
+    @property
+    def dtype(self) -> str:
+        """NumPy dtype string of the raw bit patterns (little-endian unsigned)."""
+        return f"<u{self.bytes}" if self.bytes > 1 else "u1"
+
+    @property
+    def beat_k(self) -> int:
+        """k slices of one 4x4 core beat: a 64-bit row of A."""
+        return 64 // self.bits
+
+    @property
+    def k_step(self) -> int:
+        """K of one m16n16 MMA step (a 256-bit row of A)."""
+        return 256 // self.bits
+
+    @property
+    def integer(self) -> bool:
+        return self.kind == "int8"
+
+    @property
+    def b_cols(self) -> bool:
+        """Whether B is given column-major (N x K, the TN layout) to the GEMM top: every kind
+        wider than a 32-bit pair per K step (TF32, FP8, INT8)."""
+        return self.kind not in ("fp16", "bf16")
+
+
+_FP8 = ("fp32", "fp16")
+INPUT_FORMATS = {f.name: f for f in (
+    InputFormat("fp16", "fp16", False, 16, ("fp16",), ("fp32", "fp16")),
+    InputFormat("bf16", "bf16", False, 16, ("bf16",), ("fp32",)),
+    InputFormat("tf32", "tf32", False, 32, ("tf32",), ("fp32",)),
+    InputFormat("e4m3", "fp8", False, 8, ("e4m3", "e5m2"), _FP8),
+    InputFormat("e5m2", "fp8", True, 8, ("e5m2", "e4m3"), _FP8),
+    InputFormat("s8", "int8", False, 8, ("s8",), ("s32",)),
+    InputFormat("u8", "int8", True, 8, ("s8",), ("s32",)),
+)}
+
+#: Accumulator (C and D) formats and their widths.
+OUTPUT_BITS = {"fp32": 32, "fp16": 16, "s32": 32}
+
+
+def input_format(name: str) -> InputFormat:
+    """The :class:`InputFormat` named ``name``; ValueError listing the formats otherwise."""
+    try:
+        return INPUT_FORMATS[name]
+    except (KeyError, TypeError):
+        raise ValueError(f"Input format must be one of {', '.join(INPUT_FORMATS)}, "
+                         f"not {name!r}") from None
+
+
+def dtype_of(name: str) -> str:
+    """NumPy dtype string of the bit patterns of an input or output format."""
+    if name in OUTPUT_BITS:
+        return f"<u{OUTPUT_BITS[name] // 8}"
+    return input_format(name).dtype
