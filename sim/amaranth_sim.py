@@ -1,6 +1,6 @@
 """Amaranth's own simulator as a backend: no compile, ~100x slower than Verilator.
 
-Runs the same :class:`tb.beats.Job` protocol as the cocotb ``job`` test: beats of each K step
+Runs the same :class:`host.beats.Job` protocol as the cocotb ``job`` test: beats of each K step
 in, D out, D fed back as the next step's C.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth.sim import Simulator
 
-from tb.beats import Job, blocks_to_tiles, unpack_outputs
+from host.beats import Job, blocks_to_tiles, unpack_outputs
 
 __all__ = ["run_job"]
 

@@ -16,7 +16,7 @@ import tempfile
 import numpy as np
 
 from rtl.designs import LINT_PARAMS
-from tb.beats import Job, save_jobs
+from host.beats import Job, save_jobs
 
 from .runner import build_dir, build_root, keep_waves, run_bench, wave_file
 

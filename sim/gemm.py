@@ -61,7 +61,7 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
     the file is moved to ``build/waves/`` and never overwrites an earlier one.  ``lanes``: the
     multipliers of each warp's core (:class:`rtl.mma4.MMA4`).
     """
-    from tb.images import gemm_fields
+    from host.images import gemm_fields
     m, k = a.shape
     n = b.shape[1]
     if in_fmt not in INPUT_FORMATS:
@@ -105,7 +105,7 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
         return _run_amaranth(a, b, in_fmt, out_fmt, params)
     if backend not in ("icarus", "verilator"):
         raise ValueError(f"Backend must be golden, amaranth, icarus or verilator, not {backend!r}")
-    # The operands go in as the memory's initial contents (A, then B: tb.images.gemm_layout).
+    # The operands go in as the memory's initial contents (A, then B: host.images.gemm_layout).
     img = np.concatenate([a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1)])
     job = dict(a=a, b=b, kstep=16, **gemm_fields(in_fmt, None, out_fmt))
     return _gemm_top(backend, params, img, job, (m, n), waves, progress, f"gemm-{m}x{n}x{k}-{backend}")
@@ -118,7 +118,7 @@ def run_sparse_gemm(backend: str, sp, b, *, out_fmt="fp32", cores=1, lanes=64, w
     each K step one ``mma.sp`` k32; the golden model is :func:`golden.sparse.mma_sp` with C = 0.
     ``beats`` are sparse core beats (128 logical FMA each)."""
     from golden.sparse import mma_sp
-    from tb.images import gemm_fields, sparse_image, sparse_layout
+    from host.images import gemm_fields, sparse_image, sparse_layout
 
     m, k = sp.shape
     n = b.shape[1]
@@ -177,7 +177,7 @@ def _run_design(backend, design, module, params, image, job: dict, tiles, *, wav
                 test="job", options=None):
     """Run ``module``'s ``job`` test on ``design`` with the memory preloaded with ``image``
     (bytes) and ``job`` saved for the bench; show a progress bar; return the bench's results."""
-    from tb.images import write_memh
+    from host.images import write_memh
 
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
@@ -223,7 +223,7 @@ def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, cores=1):
     """Run ``tb.fp4_bench.reset_midrun`` on the quantised GEMM: reset ``reset_at`` clocks after
     start, then the whole job again, checked against :func:`golden.nvfp4.gemm`."""
     from golden import nvfp4
-    from tb.images import fp4_image
+    from host.images import fp4_image
 
     m, k = qa.codes.shape
     n = qbt.codes.shape[0]
@@ -254,7 +254,7 @@ def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, waves=False, progress=True):
         raise ValueError(f"NVFP4/MXFP4 GEMMs run on golden, icarus or verilator, not {backend!r} "
                          "(the fp4gemm design is too large for Amaranth's simulator)")
     _check_tiles(m, n, k)
-    from tb.images import fp4_image
+    from host.images import fp4_image
     img, cfg, fcfg = fp4_image(qa, qbt)
     try:
         params = gemm_params(cores, mem_words_for(img.size // 16))
@@ -276,8 +276,8 @@ def _run_amaranth(a, b, in_fmt, out_fmt, params):
     from amaranth.sim import Simulator
 
     from rtl.gemm import GemmTop
-    from tb.images import clock_budget, gemm_layout as layout
-    from tb.wmma_model import bytes_of, words_of
+    from host.images import clock_budget, gemm_layout as layout
+    from host.wmma_model import bytes_of, words_of
 
     m, k = a.shape
     n = b.shape[1]

@@ -478,14 +478,14 @@ def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None,
     """Run cocotb tests of ``module`` (e.g. ``tb.mma4_bench``) on a built design.
 
     ``testcase`` is a test name, a list of names, or None (every test of the module).  The
-    bench gets one :class:`tb.handover.Handover`: the design, ``params`` (its build
+    bench gets one :class:`host.handover.Handover`: the design, ``params`` (its build
     parameters), ``files`` (``job``, ``result``, ``progress``, ``memh_load``, ``memh_out``;
     the memory hooks' files default to fresh ones per run) and ``options`` (the bench's own).
     ``env`` adds plain environment variables (cocotb's own, say).  Returns the path of the
     results XML.  Raises SimError unless every named test ran exactly once and passed (with
     None: unless at least one test ran and none failed or was skipped).
     """
-    from tb.handover import ENV, Handover
+    from host.handover import ENV, Handover
 
     waves = bool(waves)             # True, or a caller's name for the waveform
     params = dict(params or {})

@@ -16,7 +16,7 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 
 from rtl.axil import field_port
 from rtl.regmap import REGISTERS, Access, register
-from tb.handover import handover
+from host.handover import handover
 
 CLOCK_NS = 10
 TIMEOUT_US = 200          # no transaction of these tests takes near that: a hang fails

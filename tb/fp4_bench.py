@@ -4,7 +4,7 @@
 * ``decode_exhaustive`` (design ``fp4dec``): every E2M1 code x every scale code (UE4M3 and E8M0),
   16 lanes a clock, each lane a different pair; checks the value one clock later, bit for bit.
 * ``job`` (design ``fp4gemm``): a quantised GEMM whose packed operands are the memory's initial
-  contents (``+TCORE_MEMH_IN``, laid out by :func:`tb.images.fp4_image`): decode, matmulT, epilogue; D to
+  contents (``+TCORE_MEMH_IN``, laid out by :func:`host.images.fp4_image`): decode, matmulT, epilogue; D to
   the hand-over's ``result`` file.
 * ``reset_midrun`` (design ``fp4gemm``): the same job, reset at the hand-over's ``reset_at`` option, in clocks
   after start (in decode, GEMM or epilogue): busy and done stay low and the memory is not
@@ -23,8 +23,8 @@ from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 from golden.nvfp4 import decode_elements
 from rtl.nvfp4 import Fp4Config
 from tb.gemm_driver import GemmRunner
-from tb.handover import handover
-from tb.images import fcfg_word, fp4_extra_clocks, struct_fields
+from host.handover import handover
+from host.images import fcfg_word, fp4_extra_clocks, struct_fields
 
 CLOCK_NS = 10
 

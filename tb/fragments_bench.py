@@ -30,7 +30,7 @@ from cocotb.triggers import FallingEdge
 
 from golden.wmma import Fragment, fill_fragment, load_matrix_sync, store_matrix_sync
 from numerics.fragments import KINDS
-from tb.handover import handover
+from host.handover import handover
 
 CLOCK_NS = 10
 MEM_BYTES = 8192

@@ -12,7 +12,7 @@ clocks to report progress), and D is read once: per-clock Python would cost ~30x
   and the next GEMM is bit-exact.
 
 Every wait for ``done`` is bounded by a clock budget derived from the job
-(:func:`tb.images.clock_budget`; the hand-over's ``clock_budget`` option overrides it): a lost ``done`` is a failure
+(:func:`host.images.clock_budget`; the hand-over's ``clock_budget`` option overrides it): a lost ``done`` is a failure
 that names what was awaited, not a hang.
 """
 
@@ -27,8 +27,8 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from golden.gemm import matmul_t
 from tb import memh
 from tb.gemm_driver import GemmRunner, random_operands
-from tb.handover import handover
-from tb.images import gemm_layout as layout
+from host.handover import handover
+from host.images import gemm_layout as layout
 
 @cocotb.test()
 async def job(dut):

@@ -10,8 +10,8 @@ from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge, Timer
 
 from tb import memh
-from tb.handover import handover
-from tb.images import cfg_word, clock_budget, gemm_layout, sparse_layout
+from host.handover import handover
+from host.images import cfg_word, clock_budget, gemm_layout, sparse_layout
 
 __all__ = ["CLOCK_NS", "GemmRunner", "random_operands"]
 
@@ -61,7 +61,7 @@ class GemmRunner:
 
     async def launch(self, a, b, *, bf16=False, acc_f16=False, fields=None, kstep=16):
         """Set cfg for A (M x K) and B (K x N, or N x K with ``b_cols``) at the standard layout
-        and pulse start.  ``fields`` (:func:`tb.images.gemm_fields`) sets the format."""
+        and pulse start.  ``fields`` (:func:`host.images.gemm_fields`) sets the format."""
         d = self.dut
         fields = fields or {"kind": int(bf16), "acc_f16": acc_f16}
         m, n, k = self.shape(a, b, fields)

@@ -6,7 +6,7 @@ instead of one simulator call (or one clock) per word.
 * :func:`load`: words ``base ..`` from the hand-over's ``memh_load`` file at run time;
 * :func:`dump`: words ``base ..`` to its ``memh_out`` file, read back as bytes.
 
-The file formats (:func:`tb.images.write_memh`, :func:`tb.images.read_memh`) are plain data.
+The file formats (:func:`host.images.write_memh`, :func:`host.images.read_memh`) are plain data.
 
 Both pulse their trigger between clock edges and take 3 ns; the design must not be writing
 the memory meanwhile.
@@ -17,8 +17,8 @@ from __future__ import annotations
 import numpy as np
 from cocotb.triggers import Timer
 
-from tb.handover import handover
-from tb.images import read_memh, read_memh_words, write_memh, write_memh_words
+from host.handover import handover
+from host.images import read_memh, read_memh_words, write_memh, write_memh_words
 
 __all__ = ["write_memh", "read_memh", "load", "dump", "load_words", "dump_words"]
 

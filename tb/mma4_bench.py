@@ -2,7 +2,7 @@
 
 Driver, monitor, model and checker are separate small classes.  Tests:
 
-* ``job``: runs the batch in the hand-over's ``job`` file (:class:`tb.beats.Job`) and writes
+* ``job``: runs the batch in the hand-over's ``job`` file (:class:`host.beats.Job`) and writes
   D to its ``result`` file; used by ``tcore verify`` and the silicon tests, which compare it.
 * ``random_stalls``: random tiles in every kernel (FP16, BF16, TF32, FP8, INT8) and both
   group modes with random valid/ready stalls on both sides.
@@ -13,7 +13,7 @@ Driver, monitor, model and checker are separate small classes.  Tests:
 * ``reset_midstream``: a reset in the middle of a stream leaves no stale or X output.
 * ``groups_and_format_changes``: groups of 1 to 4 beats in random kernels, back to back.
 
-The hand-over (:mod:`tb.handover`) gives the design's documented latency (option
+The hand-over (:mod:`host.handover`) gives the design's documented latency (option
 ``latency``) and multipliers (``lanes``), the job test's stall probability (``stall``) and the
 random tests' ``seed``.
 """
@@ -30,8 +30,8 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden import mma, mma4
 from golden.mma import instr_of
-from tb.beats import Mode, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
-from tb.handover import handover
+from host.beats import Mode, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
+from host.handover import handover
 
 CLOCK_NS = 10
 

@@ -1,6 +1,6 @@
 """cocotb bench for the beat player (``rtl/player.py``): the MMA4 core fed from memory.
 
-* ``job``: the batch in the hand-over's ``job`` file (:class:`tb.beats.Job`), D to its
+* ``job``: the batch in the hand-over's ``job`` file (:class:`host.beats.Job`), D to its
   ``result`` file, as ``tb.mma4_bench``'s ``job`` but with no Python in the clocks of a run:
   each K step's beats go into the memory in one file (:mod:`tb.memh`, in runs of whole groups
   that fit), one ``start`` pulse, one wait for ``done``, one dump of the D blocks.  Used by
@@ -21,8 +21,8 @@ from cocotb.utils import get_sim_time
 
 from rtl.player import WORD_BITS
 from tb import memh
-from tb.beats import blocks_to_tiles, load_jobs, unpack_outputs
-from tb.handover import handover
+from host.beats import blocks_to_tiles, load_jobs, unpack_outputs
+from host.handover import handover
 
 CLOCK_NS = 10
 D_MASK = (1 << 512) - 1

@@ -27,7 +27,7 @@ from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiResp, AxiSlave
 from golden import mma
 from golden.mma import instr_of
 from rtl.regmap import IN_BYTES, REGISTERS, ErrorCode, InFormat, register
-from tb.handover import handover
+from host.handover import handover
 
 CLOCK_NS = 10
 REG = {r.name: r.offset for r in REGISTERS}

@@ -19,7 +19,7 @@ MMA4 core), scoreboarded against ``golden.wmma``.
   other kind, are refused.
 
 Every test checks every response: one per command, with the command's tag and op, and the
-error flag only where a command is meant to be refused.  The hand-over (:mod:`tb.handover`)
+error flag only where a command is meant to be refused.  The hand-over (:mod:`host.handover`)
 gives the memory size (the design's ``mem_words``), ``resp_stall`` (job test: ``resp.ready``
 low at random), ``mma_cycles`` (the documented mma_sync time) and ``seed``.
 """
@@ -40,10 +40,10 @@ from numerics.formats import INPUT_FORMATS
 from numerics.fragments import SHAPES
 from rtl.wmma import WmmaCmd
 from tb import memh
-from tb.beats import load_jobs
-from tb.handover import handover
-from tb.images import unpack_struct
-from tb.wmma_model import Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
+from host.beats import load_jobs
+from host.handover import handover
+from host.images import unpack_struct
+from host.wmma_model import Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
 
 CLOCK_NS = 10
 
@@ -172,7 +172,7 @@ def cmd_fields(word: int) -> dict:
 
 
 def _mode_fields(mode, bf16):
-    """The WmmaCmd format fields of a :class:`tb.beats.Mode` (or of FP16/BF16)."""
+    """The WmmaCmd format fields of a :class:`host.beats.Mode` (or of FP16/BF16)."""
     if mode is None:
         return {"fmt": int(bf16)}, 2
     alt = lambda f: int(INPUT_FORMATS[f].alt)
@@ -186,7 +186,7 @@ def tile_program(k, a_addr, lda, b_addr, ldb, c_addr, d_addr, ldc, *, bf16, acc_
     """The matmulT inner loop for one 16x16 output tile: load C; for each K step (32 bytes of
     a row of A and of a column of B: 16 FP16/BF16, 8 TF32, 32 FP8/INT8 elements) load A and B
     into alternating fragments and mma_sync into the accumulator; store D.  ``mode`` (a
-    :class:`tb.beats.Mode`) gives the kind; None is FP16, or BF16 with ``bf16``."""
+    :class:`host.beats.Mode`) gives the kind; None is FP16, or BF16 with ``bf16``."""
     fmt, esz = _mode_fields(mode, bf16)
     kstep = 32 // esz
     cmds = [dict(op=Op.LOAD, kind=2, frag=0, addr=c_addr, ldm=ldc, col_major=c_col, acc_f16=acc_f16)]
@@ -261,7 +261,7 @@ def golden_tile(mem, addrs, k, *, bf16, acc_f16, **layout):
 async def run_tile(w: Warp, a, b, c, *, bf16, acc_f16, image=False, mode=None, **layout):
     """One output tile (a 16xK, b Kx16, c 16x16 bits) through memory and the warp; returns D
     (and, with ``image``, the memory image before and the memory read back after).  ``mode``
-    (:class:`tb.beats.Mode`) for the TF32, FP8 and INT8 kinds, whose B goes column-major."""
+    (:class:`host.beats.Mode`) for the TF32, FP8 and INT8 kinds, whose B goes column-major."""
     k = a.shape[1]
     if mode is not None and mode.kd != 4:
         layout = {"b_col": True, **layout}

@@ -1,4 +1,4 @@
-"""Port words and memory images are packed from the RTL's own layouts (tb.images): the
+"""Port words and memory images are packed from the RTL's own layouts (host.images): the
 positions follow the Struct, and a value that does not fit or a misspelt field is an error."""
 
 import pytest
@@ -7,8 +7,8 @@ from amaranth.lib import data
 from rtl.gemm import GemmConfig
 from rtl.regmap import register
 from rtl.wmma import WmmaCmd
-from tb.images import cfg_word, pack_struct, unpack_struct
-from tb.wmma_model import CMD_BITS, cmd_word, resp_fields
+from host.images import cfg_word, pack_struct, unpack_struct
+from host.wmma_model import CMD_BITS, cmd_word, resp_fields
 
 
 def test_struct_words_follow_the_rtl_layout():

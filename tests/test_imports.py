@@ -1,4 +1,4 @@
-"""The project's import graph: no module of golden/, numerics/, rtl/, sim/ or tb/ reaches itself
+"""The project's import graph: no module of golden/, host/, numerics/, rtl/, sim/ or tb/ reaches itself
 through imports (those inside functions count too), the packages depend on one another one
 way only, and the RTL never imports the golden model."""
 
@@ -6,7 +6,7 @@ import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGES = ("golden", "numerics", "rtl", "sim", "tb")
+PACKAGES = ("golden", "host", "numerics", "rtl", "sim", "tb")
 
 #: Edges left out of the cycle check, each with its reason.  golden.mma.mma and golden.matmul
 #: hand dask arrays to golden.distributed, which maps the serial functions over the blocks.
@@ -114,6 +114,14 @@ def test_rtl_never_imports_the_golden_model():
     for mod, targets in import_graph().items():
         if mod.split(".")[0] == "rtl":
             assert not [t for t in targets if t.split(".")[0] == "golden"], mod
+
+
+def test_only_the_prover_reaches_into_the_benches():
+    """tb/ holds benches (and the formal harnesses sim.formal hands to the prover); what a
+    host writes and reads lives in host/, which sim/ and the benches share."""
+    for mod, targets in import_graph().items():
+        if mod.split(".")[0] not in ("tb",) and mod != "sim.formal":
+            assert not [t for t in targets if t.split(".")[0] == "tb"], mod
 
 
 def test_cycles_are_found():

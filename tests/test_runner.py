@@ -83,8 +83,8 @@ def test_gemm_bench_fails_on_a_lost_done():
 
 def test_amaranth_gemm_fails_on_a_lost_done(monkeypatch):
     from sim.gemm import run_gemm
-    import tb.images
-    monkeypatch.setattr(tb.images, "clock_budget", lambda *args, **kw: 20)
+    import host.images
+    monkeypatch.setattr(host.images, "clock_budget", lambda *args, **kw: 20)
     a = np.full((16, 16), 0x3C00, np.uint16)
     with pytest.raises(SimError, match="done did not rise within 20 clocks"):
         run_gemm("amaranth", a, a)
@@ -158,7 +158,7 @@ def test_build_prints_its_phases(tmp_path, monkeypatch):
 def test_handover_round_trip_and_missing_parameter(tmp_path):
     """The one hand-over: what run_bench saves is what a bench reads; a build parameter the
     design was not built with is an error naming it, never a copied default."""
-    from tb.handover import Handover
+    from host.handover import Handover
     h = Handover(design="wmma", params={"mem_words": 32768}, job="j.npz",
                  options={"seed": 5, "resp_stall": 0.25})
     h.save(tmp_path / "h.json")

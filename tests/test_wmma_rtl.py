@@ -72,7 +72,7 @@ def test_silicon_through_wmma_with_response_backpressure():
 def test_response_check_has_teeth():
     """The per-response check the bench applies to every command it issues."""
     from tb.wmma_bench import check_responses
-    from tb.wmma_model import Op, cmd_word
+    from host.wmma_model import Op, cmd_word
     cmds = [cmd_word(op=Op.FILL, kind=2, tag=1), cmd_word(op=Op.MMA, tag=2)]
     check_responses(cmds, [{"tag": 2, "op": Op.MMA, "error": 0}, {"tag": 1, "op": Op.FILL, "error": 0}])
     with pytest.raises(AssertionError, match="do not answer"):       # a lost response
@@ -92,7 +92,7 @@ def test_golden_wmma_reference_tells_layouts_apart():
     and different bytes when one layout flag is wrong: the comparison can fail."""
     from golden import mma
     from tb.wmma_bench import _rand, golden_tile, tile_image
-    from tb.wmma_model import get_matrix
+    from host.wmma_model import get_matrix
     rng = np.random.default_rng(2)
     a, b, c = _rand(rng, (16, 32), "fp16"), _rand(rng, (32, 16), "fp16"), _rand(rng, (16, 16), "fp32")
     layout = dict(a_col=True, ldb=24, ldc=20, d_col=True)

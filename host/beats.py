@@ -39,7 +39,7 @@ def _beat_layout():
                    "sparse": (7, 1)}
     kinds = {k.name.lower(): k.value for k in InputKind}
     if fields != expect or mode != expect_mode or kinds != {"fp16": 0, "bf16": 1, "tf32": 2, "fp8": 3, "int8": 4}:
-        raise RuntimeError(f"rtl.mma4.Beat is laid out as {fields} / {mode} / {kinds}; tb.beats "
+        raise RuntimeError(f"rtl.mma4.Beat is laid out as {fields} / {mode} / {kinds}; host.beats "
                            f"packs {expect} / {expect_mode}")
     return data.Layout.cast(Beat).size, {k.value: d for k, d in KDEPTH.items()}
 
