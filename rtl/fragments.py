@@ -376,13 +376,13 @@ class FragmentBank(wiring.Component):
         modes = [(c, f) for c in ((0, 1) if self._col else (0,))
                  for f in ((0, 1) if self._f16 else (0,))]
         # Each load port's word in the 16x16 entries (the other shapes' translation).
-        self._sq = [_square_word(m, f"ld{n}", port.mnk.as_value(), port.kind.as_value(),
+        squares = [_square_word(m, f"ld{n}", port.mnk.as_value(), port.kind.as_value(),
                                  port.col, port.f16, port.line, port.word)
                     for n, port in enumerate(self.load)]
         for kind, cols in self.columns.items():
             for p, mem in enumerate(cols):
                 m.submodules[f"{_NAMES[kind]}_col{p}"] = mem
-            self._write_side(m, kind, cols, modes)
+            self._write_side(m, kind, cols, modes, squares)
         self._beat_reads(m)
         self._store_read(m, modes)
         if self._sparse:
@@ -416,7 +416,7 @@ class FragmentBank(wiring.Component):
             return entry
         return Cat(entry, frag[:(n - 1).bit_length()])
 
-    def _write_side(self, m, kind, cols, modes):
+    def _write_side(self, m, kind, cols, modes, squares):
         eb = _elem_bits(kind)
         name = _NAMES[kind]
         wports = [mem.write_port(granularity=eb) for mem in cols]
@@ -439,7 +439,7 @@ class FragmentBank(wiring.Component):
                     _lookup(m, [(wr.i, 2), (wr.j, 2)],
                             lambda i, j: fl.skew(name, 4 * i + j), wb)
         # Loads.
-        for port, sq in reversed(list(zip(self.load, self._sq))):    # port 0 last: it wins
+        for port, sq in reversed(list(zip(self.load, squares))):    # port 0 last: it wins
             skind, off, scol, sline, sword = sq
             with m.If(port.en & (skind == kind)):
                 for p, wp in enumerate(wports):

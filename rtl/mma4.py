@@ -408,11 +408,11 @@ class MMA4(wiring.Component):
         m.submodules.out_fifo = out_fifo = memory.Memory(shape=self._word_layout,
                                                          depth=self.OUTPUTS, init=[])
         started, pop = Signal(), Signal()
-        self._exponent_lane(m, sig_fifo.write_port(), grp_fifo.write_port(), started)
+        grp_pushed = self._exponent_lane(m, sig_fifo.write_port(), grp_fifo.write_port(), started)
         launch = self._launcher(m, grp_fifo.read_port(domain="comb"),
-                                sig_fifo.read_port(), started, pop)
-        self._significands(m, *launch, out_fifo.write_port())
-        self._output(m, out_fifo.read_port(), pop)
+                                sig_fifo.read_port(), started, pop, grp_pushed)
+        out_pushed = self._significands(m, *launch, out_fifo.write_port())
+        self._output(m, out_fifo.read_port(), pop, out_pushed)
         return m
 
     # ---- exponent lane: control -----------------------------------------------------------
@@ -490,7 +490,7 @@ class MMA4(wiring.Component):
         gwp = Signal(range(self.GROUPS))
         m.d.comb += [grp_wr.addr.eq(gwp), grp_wr.data.eq(ent), grp_wr.en.eq(v & ctl.last)]
         m.d.sync += gwp.eq(Mux(v & ctl.last, gwp + 1, gwp))
-        self._grp_pushed = v & ctl.last
+        return v & ctl.last             # a group entry written
 
     def _serialize(self, m, x3, v, sig_wr, wp):
         """Write the X3 pass into the significand FIFO as ``slices`` entries on consecutive
@@ -661,7 +661,7 @@ class MMA4(wiring.Component):
         return u.o, exp[:E_WIDTH]
 
     # ---- launcher: start a group when its E is known and its output has a place ------------
-    def _launcher(self, m, grp_rd, sig_rd, started, pop):
+    def _launcher(self, m, grp_rd, sig_rd, started, pop, grp_pushed):
         # Both counters are kept minus one, so that "none" is their sign bit (no compare).
         ready = Signal(range(-1, self.GROUPS), init=-1)     # groups in the group FIFO, - 1
         credits = Signal(range(-1, self.OUTPUTS), init=self.OUTPUTS - 1)    # - 1
@@ -673,7 +673,7 @@ class MMA4(wiring.Component):
         # The significand FIFO's read port is always enabled: its data is used only the clock
         # after go (l0_valid), and an enable would be one net to every block RAM and register.
         m.d.comb += [started.eq(go_first), grp_rd.addr.eq(grp_rp)]
-        m.d.sync += [ready.eq(_step(ready, self._grp_pushed, go_first)),
+        m.d.sync += [ready.eq(_step(ready, grp_pushed, go_first)),
                      credits.eq(_step(credits, pop, go_first))]
         grp = Signal(self._group_layout, reset_less=True)    # the group now in L0
         ctl = Signal(Ctl)
@@ -832,6 +832,7 @@ class MMA4(wiring.Component):
                 m.d.sync += held.eq(Cat(held[len(word):], word))
             word = Cat(held, word)
         self._push(m, out_wr, push_word, word)
+        return push_word                # a D written into the output FIFO
 
     def _lane_control(self, m, v1, ctl1):
         """Valid bit and :class:`Ctl` of each significand-lane stage, L1..L7; the valid of a
@@ -849,13 +850,12 @@ class MMA4(wiring.Component):
         return vs, ctls, push, (push & end if self._slices > 1 else push)
 
     def _push(self, m, out_wr, push, word):
-        self._out_push = push
         owp = Signal(range(self.OUTPUTS))
         m.d.comb += [out_wr.addr.eq(owp), out_wr.data.eq(word), out_wr.en.eq(push)]
         m.d.sync += owp.eq(Mux(push, owp + 1, owp))
 
     # ---- output FIFO, then a register that o is driven from --------------------------------
-    def _output(self, m, out_rd, pop):
+    def _output(self, m, out_rd, pop, pushed):
         # A block RAM's read data comes late in the clock (ECP5 DP16KD without its output
         # register: 5.8 ns clock-to-out, the core's routed critical path at 100 MHz), so o is
         # a register of its own, filled from the RAM's output ``held`` while o is taken.
@@ -865,7 +865,7 @@ class MMA4(wiring.Component):
         take = held & (~self.o.valid | self.o.ready)
         fetch = ~count[-1] & (~held | take)
         m.d.comb += [out_rd.addr.eq(orp), out_rd.en.eq(fetch), pop.eq(self.o.valid & self.o.ready)]
-        m.d.sync += [count.eq(_step(count, self._out_push, fetch)), orp.eq(Mux(fetch, orp + 1, orp)),
+        m.d.sync += [count.eq(_step(count, pushed, fetch)), orp.eq(Mux(fetch, orp + 1, orp)),
                      held.eq(fetch | (held & ~take))]
         with m.If(take):
             m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(out_rd.data)]

@@ -32,6 +32,8 @@ another: one warp is bounded by its own sequence (read, load, mma_sync), several
 channel (a 16x16 A and B tile a K step: 64 beats of 128 bits).
 """
 
+from functools import partial
+
 from amaranth import *
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -42,7 +44,7 @@ from .axil import AxiLiteRegs
 from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS
 from .regmap import ErrorCode, InFormat
 from .formats import InputKind
-from .wmma import Op, WarpTop, WmmaCmd
+from .wmma import Op, WarpTop
 
 __all__ = ["AxiSignature", "TileDma", "TileWorker", "GemmSoc", "RunConfig", "TileClaim", "DmaRequest", "RESP_OKAY", "RESP_SLVERR", "RESP_DECERR"]
 
@@ -419,50 +421,8 @@ class TileWorker(wiring.Component):
         # Row-major operands only; the tag numbers the K step (the responses come in order).
         m.d.comb += cmd.tag.eq(kk[:8])
 
-        def wmma(name, nxt, *, op, kind=0, frag=0, addr=0, fa=0, fb=0, fc=0, ldm=16, col_major=0):
-            """States ``name`` (issue the command) and ``name_W`` (its response)."""
-            with m.State(name):
-                m.d.comb += [warp.cmd.valid.eq(1), cmd.op.eq(op), cmd.kind.eq(kind),
-                             cmd.frag.eq(frag), cmd.addr.eq(addr), cmd.ldm.eq(ldm),
-                             cmd.fa.eq(fa), cmd.fb.eq(fb), cmd.fc.eq(fc), cmd.fmt.eq(cfg.kind),
-                             cmd.a_alt.eq(cfg.a_alt), cmd.b_alt.eq(cfg.b_alt), cmd.sat.eq(cfg.sat),
-                             cmd.acc_f16.eq(cfg.acc_f16), cmd.value.eq(0), cmd.col_major.eq(col_major),
-                             cmd.mnk.eq(0)]
-                with m.If(warp.cmd.ready):
-                    m.next = f"{name}_W"
-            with m.State(f"{name}_W"):
-                m.d.comb += warp.resp.ready.eq(1)
-                with m.If(warp.resp.valid):
-                    with m.If(warp.resp.payload.error):
-                        m.d.comb += [self.fail.eq(1), self.fail_code.eq(ErrorCode.ENGINE)]
-                        m.next = "IDLE"
-                    with m.Elif(self.stop):
-                        m.next = "IDLE"
-                    with m.Else():
-                        if op == Op.MMA:
-                            m.d.comb += self.mma_done.eq(1)
-                        nxt()
-
-        def transfer(name, nxt, *, write, addr, stride_shift, ldx, row_words, word):
-            """State ``name``: ask the DMA for the transfer, wait for it (no new transfer once
-            ``stop`` is up)."""
-            with m.State(name):
-                m.d.comb += [self.dma_req.eq(~self.stop), self.dma.write.eq(write),
-                             self.dma.addr.eq(addr), self.dma.stride.eq(ldx << stride_shift),
-                             self.dma.row_words.eq(row_words), self.dma.word.eq(word)]
-                with m.If(self.dma_done):
-                    with m.If(self.dma_error != 0):
-                        slv = ErrorCode.WRITE_SLVERR if write else ErrorCode.READ_SLVERR
-                        dec = ErrorCode.WRITE_DECERR if write else ErrorCode.READ_DECERR
-                        m.d.comb += [self.fail.eq(1), self.fail_code.eq(
-                            Mux(self.dma_error == RESP_DECERR, dec, slv))]
-                        m.next = "IDLE"
-                    with m.Elif(self.stop):
-                        m.next = "IDLE"
-                    with m.Else():
-                        nxt()
-                with m.Elif(self.stop):
-                    m.next = "IDLE"
+        wmma = partial(self._wmma_state, m, warp, cmd)
+        transfer = partial(self._transfer_state, m)
 
         def goto(state):
             def f():
@@ -511,6 +471,54 @@ class TileWorker(wiring.Component):
             transfer("WRITE_D", goto("CLAIM"), write=1, addr=d_ptr, stride_shift=es_shift,
                      ldx=cfg.ld_d, row_words=acc_words, word=C_WORD)
         return m
+
+    def _wmma_state(self, m, warp, cmd, name, nxt, *, op, kind=0, frag=0, addr=0, fa=0, fb=0, fc=0,
+                ldm=16, col_major=0):
+        """States ``name`` (issue the WMMA command) and ``name_W`` (its response), then
+        ``nxt()``; a refused command fails the walk (``ErrorCode.ENGINE``)."""
+        cfg = self.cfg
+        with m.State(name):
+            m.d.comb += [warp.cmd.valid.eq(1), cmd.op.eq(op), cmd.kind.eq(kind),
+                         cmd.frag.eq(frag), cmd.addr.eq(addr), cmd.ldm.eq(ldm),
+                         cmd.fa.eq(fa), cmd.fb.eq(fb), cmd.fc.eq(fc), cmd.fmt.eq(cfg.kind),
+                         cmd.a_alt.eq(cfg.a_alt), cmd.b_alt.eq(cfg.b_alt), cmd.sat.eq(cfg.sat),
+                         cmd.acc_f16.eq(cfg.acc_f16), cmd.value.eq(0), cmd.col_major.eq(col_major),
+                         cmd.mnk.eq(0)]
+            with m.If(warp.cmd.ready):
+                m.next = f"{name}_W"
+        with m.State(f"{name}_W"):
+            m.d.comb += warp.resp.ready.eq(1)
+            with m.If(warp.resp.valid):
+                with m.If(warp.resp.payload.error):
+                    m.d.comb += [self.fail.eq(1), self.fail_code.eq(ErrorCode.ENGINE)]
+                    m.next = "IDLE"
+                with m.Elif(self.stop):
+                    m.next = "IDLE"
+                with m.Else():
+                    if op == Op.MMA:
+                        m.d.comb += self.mma_done.eq(1)
+                    nxt()
+
+    def _transfer_state(self, m, name, nxt, *, write, addr, stride_shift, ldx, row_words, word):
+        """State ``name``: ask the DMA for the transfer, wait for it (no new transfer once
+        ``stop`` is up), then ``nxt()``."""
+        with m.State(name):
+            m.d.comb += [self.dma_req.eq(~self.stop), self.dma.write.eq(write),
+                         self.dma.addr.eq(addr), self.dma.stride.eq(ldx << stride_shift),
+                         self.dma.row_words.eq(row_words), self.dma.word.eq(word)]
+            with m.If(self.dma_done):
+                with m.If(self.dma_error != 0):
+                    slv = ErrorCode.WRITE_SLVERR if write else ErrorCode.READ_SLVERR
+                    dec = ErrorCode.WRITE_DECERR if write else ErrorCode.READ_DECERR
+                    m.d.comb += [self.fail.eq(1), self.fail_code.eq(
+                        Mux(self.dma_error == RESP_DECERR, dec, slv))]
+                    m.next = "IDLE"
+                with m.Elif(self.stop):
+                    m.next = "IDLE"
+                with m.Else():
+                    nxt()
+            with m.Elif(self.stop):
+                m.next = "IDLE"
 
 
 def _round_robin(m: Module, requests, last, name: str):
@@ -619,7 +627,7 @@ class GemmSoc(wiring.Component):
         m.d.comb += self.irq.eq(regs.status_done & regs.ctrl_irq_en)
 
         # ---- the configuration, latched at start -------------------------------------------
-        aw = self._aw
+        fmt = regs.format_in_fmt
         cm, cn, ck = Signal(32), Signal(32), Signal(32)
         cfg = Signal(RunConfig)
         base = {x: Signal(64, name=f"base_{x}") for x in "abcd"}
@@ -629,121 +637,14 @@ class GemmSoc(wiring.Component):
         for w in workers:
             m.d.comb += w.cfg.eq(cfg)
 
-        # ---- checks: a bad configuration is refused before any memory access --------------
-        code = Signal(4)
-        limit = 16 << MAX_TILES_LOG2
-        eight = (cfg.kind == InputKind.FP8) | (cfg.kind == InputKind.INT8)      # K steps of 32
-        # M, N multiples of 16; K of the kind's K step (8 TF32, 16 FP16/BF16, 32 FP8/INT8)
-        k_bad = Mux(cfg.kind == InputKind.TF32, ck[:3] != 0, (ck[:4] != 0) | (eight & ck[4]))
-        size_bad = (Cat(*((v == 0) | (v[:4] != 0) | (v > limit) for v in (cm, cn))).any() |
-                    (ck == 0) | (ck > limit) | k_bad)
-        used = {"a": 1, "b": 1, "c": cfg.c_given, "d": 1}
-        misaligned = Cat(*(used[x] & (base[x][:4] != 0) for x in "abcd")).any()
-        out_of_range = Cat(*(used[x] & (base[x][aw:] != 0) for x in "abcd")).any() if aw < 64 \
-            else C(0, 1)
-        row_len = {"a": ck, "b": Mux(cfg.b_cols, ck, cn), "c": cn, "d": cn}
-        # Rows 16-byte aligned: a multiple of 8 16-bit, 4 32-bit or 16 8-bit elements.
-        def unaligned(v, esh):
-            return Mux(esh == 0, v[:4] != 0, Mux(esh == 1, v[:3] != 0, v[:2] != 0))
-        cd_esh = Mux(cfg.acc_f16, 1, 2)
-        esh = {"a": cfg.esh, "b": cfg.esh, "c": cd_esh, "d": cd_esh}
-        ld_bad = Cat(*(used[x] & ((ld[x] < row_len[x]) | unaligned(ld[x], esh[x]))
-                       for x in "abcd")).any()
-        fmt = regs.format_in_fmt
-        fmt_bad = Signal()
-        with m.If(size_bad):
-            m.d.comb += code.eq(ErrorCode.BAD_SIZE)
-        with m.Elif(misaligned):
-            m.d.comb += code.eq(ErrorCode.MISALIGNED)
-        with m.Elif(out_of_range):
-            m.d.comb += code.eq(ErrorCode.ADDR_RANGE)
-        with m.Elif(ld_bad):
-            m.d.comb += code.eq(ErrorCode.BAD_LD)
-        with m.Elif(fmt_bad):
-            m.d.comb += code.eq(ErrorCode.BAD_FORMAT)
+        code, fmt_bad, eight = self._checks(m, cfg, cm, cn, ck, base, ld)
 
-        # ---- the tile dispenser: the next D tile in row-major order ------------------------
-        ti, tj = Signal(10), Signal(10)
-        tiles_m, tiles_n = Signal(11), Signal(11)
-        left = Signal()
-        a_row, c_row, d_row = (Signal(64, name=f"{x}_tile_row") for x in "acd")
-        acc_f16 = cfg.acc_f16
-        col_bytes = Mux(acc_f16, tj.shift_left(5), tj.shift_left(6))     # 16 tj C/D elements
-        claim_pick, claim_any = _round_robin(m, [w.claim for w in workers], None, "claim")
-        tile = Signal(TileClaim)
-        # B's tile column: 16 tj elements along a row of B, or 16 tj rows of B^T
-        b_col = Signal(64)
-        m.d.comb += [tile.none.eq(~left), tile.a_row.eq(a_row), tile.b_col.eq(b_col),
-                     tile.c_ptr.eq(c_row + col_bytes), tile.d_ptr.eq(d_row + col_bytes)]
-        for i, w in enumerate(workers):
-            m.d.comb += [w.tile.eq(tile), w.granted.eq(claim_any & (claim_pick == i))]
-        with m.If(claim_any & left):
-            with m.If(tj == tiles_n - 1):
-                m.d.sync += [tj.eq(0), ti.eq(ti + 1), b_col.eq(base["b"]),
-                             a_row.eq(a_row + (ld["a"] << cfg.esh).shift_left(4)),
-                             c_row.eq(c_row + Mux(acc_f16, ld["c"].shift_left(5), ld["c"].shift_left(6))),
-                             d_row.eq(d_row + Mux(acc_f16, ld["d"].shift_left(5), ld["d"].shift_left(6)))]
-                with m.If(ti == tiles_m - 1):
-                    m.d.sync += left.eq(0)
-            with m.Else():
-                m.d.sync += [tj.eq(tj + 1),
-                             b_col.eq(b_col + Mux(cfg.b_cols, (ld["b"] << cfg.esh).shift_left(4), 32))]
+        walk = self._dispenser(m, cfg, base, ld, workers)
+        ti, tj, tiles_m, tiles_n, left, a_row, b_col, c_row, d_row = walk
 
-        # ---- the AXI4 master: reads and writes at once, each side round robin ------------
-        # A warp's transfer is asked for until done; ``pending`` marks the ones taken.
-        pending = Signal(len(workers))
-        wants = [(w.dma_req & ~pending[i], w.dma.write) for i, w in enumerate(workers)]
-        reqs = Array(w.dma for w in workers)
-        rd_last, wr_last = Signal(4), Signal(4)
-        rd_pick, rd_any = _round_robin(m, [r & ~wr for r, wr in wants], rd_last, "rd")
-        wr_pick, wr_any = _round_robin(m, [r & wr for r, wr in wants], wr_last, "wr")
-        wr_owner = Signal(range(max(2, len(workers))))
-        rd_take, wr_take = rd_any & dma.rd_ready, wr_any & dma.wr_ready
-        for side, pick in (("rd", rd_pick), ("wr", wr_pick)):
-            r = reqs[pick]
-            m.d.comb += [getattr(dma, f"{side}_addr").eq(r.addr),
-                         getattr(dma, f"{side}_stride").eq(r.stride),
-                         getattr(dma, f"{side}_rows").eq(16),
-                         getattr(dma, f"{side}_row_words").eq(r.row_words),
-                         getattr(dma, f"{side}_word").eq(r.word)]
-        m.d.comb += [dma.rd_valid.eq(rd_any), dma.rd_tag.eq(rd_pick), dma.wr_valid.eq(wr_any)]
-        with m.If(rd_take):
-            m.d.sync += rd_last.eq(rd_pick)
-        with m.If(wr_take):
-            m.d.sync += [wr_last.eq(wr_pick), wr_owner.eq(wr_pick)]
-        for i, w in enumerate(workers):
-            rd_mine, wr_mine = dma.rd_done & (dma.rd_done_tag == i), dma.wr_done & (wr_owner == i)
-            writing_me = dma.sw_en & (dma.sw_tag == i)
-            m.d.comb += [w.dma_done.eq(rd_mine | wr_mine),
-                         w.dma_error.eq(Mux(wr_mine, dma.wr_error, dma.rd_error)),
-                         w.host_addr.eq(Mux(writing_me, dma.sw_addr, dma.sr_addr)),
-                         w.host_wdata.eq(dma.sw_data), w.host_we.eq(writing_me)]
-            with m.If((rd_take & (rd_pick == i)) | (wr_take & (wr_pick == i))):
-                m.d.sync += pending[i].eq(1)
-            with m.Elif(rd_mine | wr_mine):
-                m.d.sync += pending[i].eq(0)
-        m.d.comb += dma.sr_data.eq(Array(w.host_rdata for w in workers)[wr_owner])
+        pending = self._master(m, dma, workers)
 
-        # ---- counters, errors, stop ---------------------------------------------------------
-        cycles, beats = Signal(64), Signal(64)
-        m.d.comb += [regs.cycles_lo.eq(cycles[:32]), regs.cycles_hi.eq(cycles[32:]),
-                     regs.beats_lo.eq(beats[:32]), regs.beats_hi.eq(beats[32:])]
-        with m.If(busy):
-            m.d.sync += cycles.eq(cycles + 1)
-        m.d.sync += beats.eq(beats + sum(w.mma_done for w in workers).shift_left(6))
-        abort = Signal()                             # a soft reset waits for a clean point
-        with m.If(regs.ctrl_soft_reset):
-            m.d.sync += abort.eq(busy)
-        with m.If(error == 0):                       # the first failure is the one reported
-            for w in reversed(workers):
-                with m.If(w.fail):
-                    m.d.sync += error.eq(w.fail_code)
-        stop = Signal()
-        m.d.comb += stop.eq(abort | (error != 0))    # the other warps stop a clock after a failure
-        go = Signal()
-        all_idle = Cat(*(w.idle for w in workers)).all()
-        for w in workers:
-            m.d.comb += [w.go.eq(go), w.stop.eq(stop)]
+        cycles, beats, abort, go, all_idle = self._status(m, workers, busy, error)
 
         with m.FSM():
             with m.State("IDLE"):
@@ -787,3 +688,132 @@ class GemmSoc(wiring.Component):
         with m.If(regs.ctrl_soft_reset & ~busy):
             m.d.sync += [error.eq(0), cycles.eq(0), beats.eq(0)]
         return m
+
+    def _status(self, m, workers, busy, error):
+        """Counters, the first error, the stop every warp obeys; returns the counters, the
+        pending soft reset, the warps' go and whether all are idle."""
+        regs = self.regs
+        cycles, beats = Signal(64), Signal(64)
+        m.d.comb += [regs.cycles_lo.eq(cycles[:32]), regs.cycles_hi.eq(cycles[32:]),
+                     regs.beats_lo.eq(beats[:32]), regs.beats_hi.eq(beats[32:])]
+        with m.If(busy):
+            m.d.sync += cycles.eq(cycles + 1)
+        m.d.sync += beats.eq(beats + sum(w.mma_done for w in workers).shift_left(6))
+        abort = Signal()                             # a soft reset waits for a clean point
+        with m.If(regs.ctrl_soft_reset):
+            m.d.sync += abort.eq(busy)
+        with m.If(error == 0):                       # the first failure is the one reported
+            for w in reversed(workers):
+                with m.If(w.fail):
+                    m.d.sync += error.eq(w.fail_code)
+        stop = Signal()
+        m.d.comb += stop.eq(abort | (error != 0))    # the other warps stop a clock after a failure
+        go = Signal()
+        all_idle = Cat(*(w.idle for w in workers)).all()
+        for w in workers:
+            m.d.comb += [w.go.eq(go), w.stop.eq(stop)]
+        return cycles, beats, abort, go, all_idle
+
+    def _checks(self, m, cfg, cm, cn, ck, base, ld):
+        """The refusal code of the run latched at start (0: none; a bad configuration is
+        refused before any memory access), the format's own flag, and 'K steps of 32'."""
+        aw = self._aw
+        code = Signal(4)
+        limit = 16 << MAX_TILES_LOG2
+        eight = (cfg.kind == InputKind.FP8) | (cfg.kind == InputKind.INT8)      # K steps of 32
+        # M, N multiples of 16; K of the kind's K step (8 TF32, 16 FP16/BF16, 32 FP8/INT8)
+        k_bad = Mux(cfg.kind == InputKind.TF32, ck[:3] != 0, (ck[:4] != 0) | (eight & ck[4]))
+        size_bad = (Cat(*((v == 0) | (v[:4] != 0) | (v > limit) for v in (cm, cn))).any() |
+                    (ck == 0) | (ck > limit) | k_bad)
+        used = {"a": 1, "b": 1, "c": cfg.c_given, "d": 1}
+        misaligned = Cat(*(used[x] & (base[x][:4] != 0) for x in "abcd")).any()
+        out_of_range = Cat(*(used[x] & (base[x][aw:] != 0) for x in "abcd")).any() if aw < 64 \
+            else C(0, 1)
+        row_len = {"a": ck, "b": Mux(cfg.b_cols, ck, cn), "c": cn, "d": cn}
+        # Rows 16-byte aligned: a multiple of 8 16-bit, 4 32-bit or 16 8-bit elements.
+        def unaligned(v, esh):
+            return Mux(esh == 0, v[:4] != 0, Mux(esh == 1, v[:3] != 0, v[:2] != 0))
+        cd_esh = Mux(cfg.acc_f16, 1, 2)
+        esh = {"a": cfg.esh, "b": cfg.esh, "c": cd_esh, "d": cd_esh}
+        ld_bad = Cat(*(used[x] & ((ld[x] < row_len[x]) | unaligned(ld[x], esh[x]))
+                       for x in "abcd")).any()
+        fmt_bad = Signal()
+        with m.If(size_bad):
+            m.d.comb += code.eq(ErrorCode.BAD_SIZE)
+        with m.Elif(misaligned):
+            m.d.comb += code.eq(ErrorCode.MISALIGNED)
+        with m.Elif(out_of_range):
+            m.d.comb += code.eq(ErrorCode.ADDR_RANGE)
+        with m.Elif(ld_bad):
+            m.d.comb += code.eq(ErrorCode.BAD_LD)
+        with m.Elif(fmt_bad):
+            m.d.comb += code.eq(ErrorCode.BAD_FORMAT)
+        return code, fmt_bad, eight
+
+    def _dispenser(self, m, cfg, base, ld, workers):
+        """The tile dispenser: the next D tile in row-major order to the warp that claims it
+        (one a clock), with its operands' first byte addresses."""
+        ti, tj = Signal(10), Signal(10)
+        tiles_m, tiles_n = Signal(11), Signal(11)
+        left = Signal()
+        a_row, c_row, d_row = (Signal(64, name=f"{x}_tile_row") for x in "acd")
+        acc_f16 = cfg.acc_f16
+        col_bytes = Mux(acc_f16, tj.shift_left(5), tj.shift_left(6))     # 16 tj C/D elements
+        claim_pick, claim_any = _round_robin(m, [w.claim for w in workers], None, "claim")
+        tile = Signal(TileClaim)
+        # B's tile column: 16 tj elements along a row of B, or 16 tj rows of B^T
+        b_col = Signal(64)
+        m.d.comb += [tile.none.eq(~left), tile.a_row.eq(a_row), tile.b_col.eq(b_col),
+                     tile.c_ptr.eq(c_row + col_bytes), tile.d_ptr.eq(d_row + col_bytes)]
+        for i, w in enumerate(workers):
+            m.d.comb += [w.tile.eq(tile), w.granted.eq(claim_any & (claim_pick == i))]
+        with m.If(claim_any & left):
+            with m.If(tj == tiles_n - 1):
+                m.d.sync += [tj.eq(0), ti.eq(ti + 1), b_col.eq(base["b"]),
+                             a_row.eq(a_row + (ld["a"] << cfg.esh).shift_left(4)),
+                             c_row.eq(c_row + Mux(acc_f16, ld["c"].shift_left(5), ld["c"].shift_left(6))),
+                             d_row.eq(d_row + Mux(acc_f16, ld["d"].shift_left(5), ld["d"].shift_left(6)))]
+                with m.If(ti == tiles_m - 1):
+                    m.d.sync += left.eq(0)
+            with m.Else():
+                m.d.sync += [tj.eq(tj + 1),
+                             b_col.eq(b_col + Mux(cfg.b_cols, (ld["b"] << cfg.esh).shift_left(4), 32))]
+        return ti, tj, tiles_m, tiles_n, left, a_row, b_col, c_row, d_row
+
+    def _master(self, m, dma, workers):
+        """The AXI4 master shared by the warps: reads and writes at once, each side round
+        robin.  Returns the mask of warps whose transfer was taken and is not done."""
+        # A warp's transfer is asked for until done; ``pending`` marks the ones taken.
+        pending = Signal(len(workers))
+        wants = [(w.dma_req & ~pending[i], w.dma.write) for i, w in enumerate(workers)]
+        reqs = Array(w.dma for w in workers)
+        rd_last, wr_last = Signal(4), Signal(4)
+        rd_pick, rd_any = _round_robin(m, [r & ~wr for r, wr in wants], rd_last, "rd")
+        wr_pick, wr_any = _round_robin(m, [r & wr for r, wr in wants], wr_last, "wr")
+        wr_owner = Signal(range(max(2, len(workers))))
+        rd_take, wr_take = rd_any & dma.rd_ready, wr_any & dma.wr_ready
+        for side, pick in (("rd", rd_pick), ("wr", wr_pick)):
+            r = reqs[pick]
+            m.d.comb += [getattr(dma, f"{side}_addr").eq(r.addr),
+                         getattr(dma, f"{side}_stride").eq(r.stride),
+                         getattr(dma, f"{side}_rows").eq(16),
+                         getattr(dma, f"{side}_row_words").eq(r.row_words),
+                         getattr(dma, f"{side}_word").eq(r.word)]
+        m.d.comb += [dma.rd_valid.eq(rd_any), dma.rd_tag.eq(rd_pick), dma.wr_valid.eq(wr_any)]
+        with m.If(rd_take):
+            m.d.sync += rd_last.eq(rd_pick)
+        with m.If(wr_take):
+            m.d.sync += [wr_last.eq(wr_pick), wr_owner.eq(wr_pick)]
+        for i, w in enumerate(workers):
+            rd_mine, wr_mine = dma.rd_done & (dma.rd_done_tag == i), dma.wr_done & (wr_owner == i)
+            writing_me = dma.sw_en & (dma.sw_tag == i)
+            m.d.comb += [w.dma_done.eq(rd_mine | wr_mine),
+                         w.dma_error.eq(Mux(wr_mine, dma.wr_error, dma.rd_error)),
+                         w.host_addr.eq(Mux(writing_me, dma.sw_addr, dma.sr_addr)),
+                         w.host_wdata.eq(dma.sw_data), w.host_we.eq(writing_me)]
+            with m.If((rd_take & (rd_pick == i)) | (wr_take & (wr_pick == i))):
+                m.d.sync += pending[i].eq(1)
+            with m.Elif(rd_mine | wr_mine):
+                m.d.sync += pending[i].eq(0)
+        m.d.comb += dma.sr_data.eq(Array(w.host_rdata for w in workers)[wr_owner])
+        return pending

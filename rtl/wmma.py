@@ -3,6 +3,8 @@
 Golden twin: :mod:`golden.wmma`.
 """
 
+from typing import NamedTuple
+
 from amaranth import *
 from amaranth.lib import data, enum, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -93,6 +95,46 @@ class WmmaResp(data.Struct):
     error: 1
 
 
+class _Walk(NamedTuple):
+    base: Value            # the first word
+    wpl_m1: Value          # words per line - 1
+    lines_m1: Value        # lines - 1
+    in_range: Value        # the last word is inside the memory
+
+
+class _Decoded(NamedTuple):
+    """What the sequencer reads off a command: kind, shape, memory walk, legality per unit,
+    the fragments the core reads (pa, pb) and the masks of matrix fragments it writes or reads."""
+    is_acc: Value
+    shape: Value
+    square: Value
+    pair: Value
+    stride: Value
+    base: Value
+    wpl_m1: Value
+    lines_m1: Value
+    mem_legal: Value
+    mma_legal: Value
+    pa: Value
+    pb: Value
+    cmd_writes: Value
+    cmd_reads: Value
+
+
+class _MemUnit(NamedTuple):
+    """The memory unit's registers that the issue and response logic share with it."""
+    busy: Signal
+    op: Signal
+    kind: Signal
+    frag: Signal
+    tag: Signal
+    done: Signal
+    err: Signal
+    writes: Signal
+    frag_is_b: Signal
+    frag_shape: Array
+
+
 class WmmaSequencer(wiring.Component):
     """Executes WMMA commands in order on two units that run concurrently.
 
@@ -157,7 +199,6 @@ class WmmaSequencer(wiring.Component):
         cmd = self.cmd.payload
 
         # ---- unit state -------------------------------------------------------------------
-        nm_bits = max(1, (self._nm - 1).bit_length())
         mem_busy, mma_busy = Signal(), Signal()
         mem_op, mem_kind, mem_frag = Signal(Op), Signal(FragKind), Signal(3)
         mma_c, mma_d = Signal(3), Signal(3)
@@ -165,100 +206,23 @@ class WmmaSequencer(wiring.Component):
         mem_writes = Signal(self._nm)           # matrix fragments the running fill/load writes
         frag_is_b = Signal(self._nm)            # storage kind of each matrix fragment
         frag_shape = Array(Signal(2, name=f"frag{f}_shape") for f in range(self._nm))
-
-        def onehot(f):
-            """The matrix fragment f as a mask (none if f is past the bank)."""
-            return Cat(f == n for n in range(self._nm))
-
-        # ---- legality ----------------------------------------------------------------------
-        is_acc = cmd.kind == ACCUMULATOR
-        kind_ok = (cmd.kind == MATRIX_A) | (cmd.kind == MATRIX_B) | is_acc
-        esize32 = is_acc & ~cmd.acc_f16
-        # A and B: 16 lines of 32 bytes in every kind; ldm counts the kind's elements.
-        bytes8 = ~is_acc & ((cmd.fmt == InputKind.FP8) | (cmd.fmt == InputKind.INT8))
-        bytes4 = ~is_acc & (cmd.fmt == InputKind.TF32)
-        wide32 = esize32 | bytes4
-        step_ok = Mux(wide32, cmd.ldm[:2] == 0, Mux(bytes8, cmd.ldm[:4] == 0,
-                                                    cmd.ldm[:3] == 0)) & (cmd.ldm != 0)
-        stride = Signal(16)                     # words between lines
-        m.d.comb += stride.eq(Mux(wide32, cmd.ldm >> 2, Mux(bytes8, cmd.ldm >> 4, cmd.ldm >> 3)))
-        # The other kinds' fragments hold k-consecutive bytes: A by rows, B by columns.
-        narrow = bytes8 | bytes4
-        layout_ok = ~narrow | Mux(cmd.kind == MATRIX_B, cmd.col_major, ~cmd.col_major)
-        # The other shapes: FP16/BF16 only (CUDA's shapes for them), a pair within the bank.
-        shape = cmd.mnk
-        square = shape == Shape.M16N16K16
-        pair = is_pair(shape.as_value(), cmd.kind.as_value())
-        shape_ok = (shape.as_value() <= Shape.M8N32K16.value) & (
-            square | (is_acc & (cmd.op != Op.MMA)) | (cmd.fmt.as_value() <= InputKind.BF16.value))
-        # The matrix in memory: log2 of its rows and columns, then of its lines and of the
-        # 128-bit words of a line (8 16-bit or 4 FP32 elements; A and B lines are 32 bytes in
-        # every kind of m16n16k16).
-        rlog, clog = Signal(3), Signal(3)
-        dims = {Shape.M16N16K16: ((4, 4), (4, 4), (4, 4)),
-                Shape.M32N8K16: ((5, 4), (4, 3), (5, 3)),
-                Shape.M8N32K16: ((3, 4), (4, 5), (3, 5))}
-        m.d.comb += [rlog.eq(4), clog.eq(4)]
-        for sh, per_kind in dims.items():
-            for kd, (r, c) in zip((MATRIX_A, MATRIX_B, ACCUMULATOR), per_kind):
-                with m.If((shape == sh) & (cmd.kind == kd)):
-                    m.d.comb += [rlog.eq(r), clog.eq(c)]
-        lines_log, wpl_log = Signal(3), Signal(2)
-        m.d.comb += [lines_log.eq(Mux(cmd.col_major, clog, rlog)),
-                     wpl_log.eq(Mux(cmd.col_major, rlog, clog) + esize32 - 3)]
-        lines_m1 = Signal(5)
-        wpl_m1 = Signal(3)
-        m.d.comb += [lines_m1.eq((1 << lines_log) - 1), wpl_m1.eq((1 << wpl_log) - 1)]
-        base = cmd.addr >> 4
-        span = Mux(lines_log == 3, stride.shift_left(3),
-                   Mux(lines_log == 4, stride.shift_left(4), stride.shift_left(5))) - stride
-        last_word = base + span + wpl_m1
-        in_range = last_word < self._mem_words
-        frag_ok = Mux(is_acc, cmd.frag < self._nc, (cmd.frag + pair) < self._nm)
-        mem_legal = Signal()
-        with m.Switch(cmd.op):
-            with m.Case(Op.FILL):
-                m.d.comb += mem_legal.eq(frag_ok & kind_ok & shape_ok)
-            with m.Case(Op.LOAD):
-                m.d.comb += mem_legal.eq(frag_ok & kind_ok & step_ok & layout_ok & shape_ok &
-                                         (cmd.addr[:5] == 0) & in_range)
-            with m.Case(Op.STORE):
-                m.d.comb += mem_legal.eq(is_acc & (cmd.frag < self._nc) & shape_ok &
-                                         step_ok & (cmd.addr[:5] == 0) & in_range)
-            with m.Default():           # MMA: checked by mma_legal
-                m.d.comb += mem_legal.eq(0)
-        # mma_sync: the core reads A from fragment pa (and pa + 1 in the other shapes) and B
-        # from pb; m8n32k16 keeps its A in a B fragment and its B in an A pair (D^T = B^T A^T).
-        flip = shape == Shape.M8N32K16
-        pa = Mux(flip, cmd.fb, cmd.fa)
-        pb = Mux(flip, cmd.fa, cmd.fb)
-        is_b = Array(frag_is_b)
-        f16_ok = (cmd.fmt == InputKind.FP16) | (cmd.fmt == InputKind.FP8)    # kinds with FP16 C/D
-        mma_legal = ((cmd.fa < self._nm) & (cmd.fb < self._nm) & (cmd.fc < self._nc) &
-                     (cmd.frag < self._nc) & shape_ok & ((pa + ~square) < self._nm) &
-                     ~is_b[pa[:nm_bits]] & is_b[pb[:nm_bits]] &
-                     (square | ~is_b[(pa + 1)[:nm_bits]]) &
-                     (frag_shape[cmd.fa[:nm_bits]] == shape.as_value()) &
-                     (frag_shape[cmd.fb[:nm_bits]] == shape.as_value()) &
-                     (cmd.fmt.as_value() <= InputKind.INT8.value) & (~cmd.acc_f16 | f16_ok))
-        cmd_writes = Mux(pair, onehot(cmd.frag) | onehot(cmd.frag + 1), onehot(cmd.frag))
-        cmd_reads = onehot(pa) | onehot(pb) | Mux(square, 0, onehot(pa + 1))
+        dec = self._decode(m, cmd, frag_is_b, frag_shape)
 
         # ---- hazards against the other unit's in-flight operation --------------------------
         fills_or_loads = (cmd.op == Op.FILL) | (cmd.op == Op.LOAD)
-        writes_matrix = fills_or_loads & ~is_acc
-        writes_acc = fills_or_loads & is_acc
+        writes_matrix = fills_or_loads & ~dec.is_acc
+        writes_acc = fills_or_loads & dec.is_acc
         # A and B are read only while beats are fed; C and D until the response.  The D
         # write-back owns the accumulator columns' write port while an mma_sync runs.
         mem_conflict = (
-            (feeder.busy & writes_matrix & (cmd_writes & mma_reads).any()) |
+            (feeder.busy & writes_matrix & (dec.cmd_writes & mma_reads).any()) |
             (mma_busy & writes_acc) |
             (mma_busy & (cmd.op == Op.STORE) & (cmd.frag == mma_d)))
         mem_fills_or_loads = (mem_op == Op.FILL) | (mem_op == Op.LOAD)
         mem_writes_matrix = mem_fills_or_loads & (mem_kind != ACCUMULATOR)
         mem_writes_acc = mem_fills_or_loads & (mem_kind == ACCUMULATOR)
         mma_conflict = mem_busy & (
-            (mem_writes_matrix & (mem_writes & cmd_reads).any()) |
+            (mem_writes_matrix & (mem_writes & dec.cmd_reads).any()) |
             mem_writes_acc |
             ((mem_op == Op.STORE) & (mem_frag == cmd.frag)))
 
@@ -281,7 +245,119 @@ class WmmaSequencer(wiring.Component):
         mma_resp_taken = self.resp.ready & mma_done
         mem_resp_taken = self.resp.ready & mem_done & ~mma_done
 
-        # ---- memory unit -------------------------------------------------------------------
+        unit = _MemUnit(mem_busy, mem_op, mem_kind, mem_frag, mem_tag, mem_done, mem_err,
+                        mem_writes, frag_is_b, frag_shape)
+        self._memory_unit(m, bank, cmd, dec, issue & ~is_mma, writes_matrix, unit)
+        with m.If(mem_resp_taken):
+            m.d.sync += [mem_done.eq(0), mem_busy.eq(0)]
+
+        # ---- MMA unit ----------------------------------------------------------------------
+        with m.If(issue & is_mma):
+            with m.If(~dec.mma_legal):
+                m.d.sync += [mma_done.eq(1), mma_err.eq(1), mma_tag.eq(cmd.tag), mma_busy.eq(1)]
+            with m.Else():
+                m.d.comb += feeder.start.eq(1)
+                m.d.sync += [mma_busy.eq(1), mma_tag.eq(cmd.tag), mma_err.eq(0),
+                             mma_reads.eq(dec.cmd_reads), mma_c.eq(cmd.fc), mma_d.eq(cmd.frag)]
+        m.d.comb += [feeder.a.eq(dec.pa), feeder.b.eq(dec.pb), feeder.c.eq(cmd.fc),
+                     feeder.tall.eq(~dec.square), feeder.mode.kind.eq(cmd.fmt),
+                     feeder.mode.acc_f16.eq(cmd.acc_f16), feeder.mode.a_alt.eq(cmd.a_alt),
+                     feeder.mode.b_alt.eq(cmd.b_alt), feeder.mode.sat.eq(cmd.sat),
+                     feeder.zero_c.eq(0), drain.frag.eq(mma_d)]
+        with m.If(drain.done):
+            m.d.sync += mma_done.eq(1)
+        with m.If(mma_resp_taken):
+            m.d.sync += [mma_done.eq(0), mma_busy.eq(0)]
+        return m
+
+    def _decode(self, m, cmd, frag_is_b, frag_shape) -> "_Decoded":
+        """A command's legality, its operand fragments and its memory walk (combinational)."""
+        nm_bits = max(1, (self._nm - 1).bit_length())
+
+        def onehot(f):
+            """The matrix fragment f as a mask (none if f is past the bank)."""
+            return Cat(f == n for n in range(self._nm))
+
+        is_acc = cmd.kind == ACCUMULATOR
+        kind_ok = (cmd.kind == MATRIX_A) | (cmd.kind == MATRIX_B) | is_acc
+        esize32 = is_acc & ~cmd.acc_f16
+        # A and B: 16 lines of 32 bytes in every kind; ldm counts the kind's elements.
+        bytes8 = ~is_acc & ((cmd.fmt == InputKind.FP8) | (cmd.fmt == InputKind.INT8))
+        bytes4 = ~is_acc & (cmd.fmt == InputKind.TF32)
+        wide32 = esize32 | bytes4
+        step_ok = Mux(wide32, cmd.ldm[:2] == 0, Mux(bytes8, cmd.ldm[:4] == 0,
+                                                    cmd.ldm[:3] == 0)) & (cmd.ldm != 0)
+        stride = Signal(16)                     # words between lines
+        m.d.comb += stride.eq(Mux(wide32, cmd.ldm >> 2, Mux(bytes8, cmd.ldm >> 4, cmd.ldm >> 3)))
+        # The other kinds' fragments hold k-consecutive bytes: A by rows, B by columns.
+        narrow = bytes8 | bytes4
+        layout_ok = ~narrow | Mux(cmd.kind == MATRIX_B, cmd.col_major, ~cmd.col_major)
+        # The other shapes: FP16/BF16 only (CUDA's shapes for them), a pair within the bank.
+        shape = cmd.mnk
+        square = shape == Shape.M16N16K16
+        pair = is_pair(shape.as_value(), cmd.kind.as_value())
+        shape_ok = (shape.as_value() <= Shape.M8N32K16.value) & (
+            square | (is_acc & (cmd.op != Op.MMA)) | (cmd.fmt.as_value() <= InputKind.BF16.value))
+        walk = self._walk(m, cmd, shape, stride, esize32)
+        frag_ok = Mux(is_acc, cmd.frag < self._nc, (cmd.frag + pair) < self._nm)
+        mem_legal = Signal()
+        with m.Switch(cmd.op):
+            with m.Case(Op.FILL):
+                m.d.comb += mem_legal.eq(frag_ok & kind_ok & shape_ok)
+            with m.Case(Op.LOAD):
+                m.d.comb += mem_legal.eq(frag_ok & kind_ok & step_ok & layout_ok & shape_ok &
+                                         (cmd.addr[:5] == 0) & walk.in_range)
+            with m.Case(Op.STORE):
+                m.d.comb += mem_legal.eq(is_acc & (cmd.frag < self._nc) & shape_ok &
+                                         step_ok & (cmd.addr[:5] == 0) & walk.in_range)
+            with m.Default():           # MMA: checked by mma_legal
+                m.d.comb += mem_legal.eq(0)
+        # mma_sync: the core reads A from fragment pa (and pa + 1 in the other shapes) and B
+        # from pb; m8n32k16 keeps its A in a B fragment and its B in an A pair (D^T = B^T A^T).
+        flip = shape == Shape.M8N32K16
+        pa = Mux(flip, cmd.fb, cmd.fa)
+        pb = Mux(flip, cmd.fa, cmd.fb)
+        is_b = Array(frag_is_b)
+        f16_ok = (cmd.fmt == InputKind.FP16) | (cmd.fmt == InputKind.FP8)    # kinds with FP16 C/D
+        mma_legal = ((cmd.fa < self._nm) & (cmd.fb < self._nm) & (cmd.fc < self._nc) &
+                     (cmd.frag < self._nc) & shape_ok & ((pa + ~square) < self._nm) &
+                     ~is_b[pa[:nm_bits]] & is_b[pb[:nm_bits]] &
+                     (square | ~is_b[(pa + 1)[:nm_bits]]) &
+                     (frag_shape[cmd.fa[:nm_bits]] == shape.as_value()) &
+                     (frag_shape[cmd.fb[:nm_bits]] == shape.as_value()) &
+                     (cmd.fmt.as_value() <= InputKind.INT8.value) & (~cmd.acc_f16 | f16_ok))
+        cmd_writes = Mux(pair, onehot(cmd.frag) | onehot(cmd.frag + 1), onehot(cmd.frag))
+        cmd_reads = onehot(pa) | onehot(pb) | Mux(square, 0, onehot(pa + 1))
+        return _Decoded(is_acc, shape, square, pair, stride, walk.base, walk.wpl_m1,
+                        walk.lines_m1, mem_legal, mma_legal, pa, pb, cmd_writes, cmd_reads)
+
+    def _walk(self, m, cmd, shape, stride, esize32) -> "_Walk":
+        """The matrix in memory: log2 of its rows and columns, then of its lines and of the
+        128-bit words of a line (8 16-bit or 4 FP32 elements; A and B lines are 32 bytes in
+        every kind of m16n16k16); whether its last word is inside the memory."""
+        rlog, clog = Signal(3), Signal(3)
+        dims = {Shape.M16N16K16: ((4, 4), (4, 4), (4, 4)),
+                Shape.M32N8K16: ((5, 4), (4, 3), (5, 3)),
+                Shape.M8N32K16: ((3, 4), (4, 5), (3, 5))}
+        m.d.comb += [rlog.eq(4), clog.eq(4)]
+        for sh, per_kind in dims.items():
+            for kd, (r, c) in zip((MATRIX_A, MATRIX_B, ACCUMULATOR), per_kind):
+                with m.If((shape == sh) & (cmd.kind == kd)):
+                    m.d.comb += [rlog.eq(r), clog.eq(c)]
+        lines_log, wpl_log = Signal(3), Signal(2)
+        m.d.comb += [lines_log.eq(Mux(cmd.col_major, clog, rlog)),
+                     wpl_log.eq(Mux(cmd.col_major, rlog, clog) + esize32 - 3)]
+        lines_m1 = Signal(5)
+        wpl_m1 = Signal(3)
+        m.d.comb += [lines_m1.eq((1 << lines_log) - 1), wpl_m1.eq((1 << wpl_log) - 1)]
+        base = cmd.addr >> 4
+        span = Mux(lines_log == 3, stride.shift_left(3),
+                   Mux(lines_log == 4, stride.shift_left(4), stride.shift_left(5))) - stride
+        last_word = base + span + wpl_m1
+        return _Walk(base, wpl_m1, lines_m1, last_word < self._mem_words)
+
+    def _memory_unit(self, m, bank, cmd, dec, issue, writes_matrix, u):
+        """Fill, load and store: one register-file entry or one memory word per clock."""
         line, word = Signal(5), Signal(3)
         line_base = Signal(32)
         m_stride, m_wpl_m1, m_lines_m1 = Signal(16), Signal(3), Signal(5)
@@ -292,17 +368,17 @@ class WmmaSequencer(wiring.Component):
         st_pending, st_addr, st_last = Signal(), Signal.like(self.mem_wr_addr), Signal()
         fill_entry = Signal(5)
 
-        with m.If(issue & ~is_mma):
-            m.d.sync += [mem_op.eq(cmd.op), mem_kind.eq(cmd.kind), mem_frag.eq(cmd.frag),
-                         mem_tag.eq(cmd.tag), mem_busy.eq(1), line.eq(0), word.eq(0),
-                         line_base.eq(base), m_stride.eq(stride), m_wpl_m1.eq(wpl_m1),
-                         m_lines_m1.eq(lines_m1), m_shape.eq(shape), m_pair.eq(pair),
+        with m.If(issue):
+            m.d.sync += [u.op.eq(cmd.op), u.kind.eq(cmd.kind), u.frag.eq(cmd.frag),
+                         u.tag.eq(cmd.tag), u.busy.eq(1), line.eq(0), word.eq(0),
+                         line_base.eq(dec.base), m_stride.eq(dec.stride), m_wpl_m1.eq(dec.wpl_m1),
+                         m_lines_m1.eq(dec.lines_m1), m_shape.eq(dec.shape), m_pair.eq(dec.pair),
                          m_col.eq(cmd.col_major), m_f16.eq(cmd.acc_f16), m_value.eq(cmd.value),
-                         fill_entry.eq(0), mem_writes.eq(Mux(writes_matrix, cmd_writes, 0))]
-            with m.If(~mem_legal):
-                m.d.sync += [mem_err.eq(1), mem_done.eq(1)]
+                         fill_entry.eq(0), u.writes.eq(Mux(writes_matrix, dec.cmd_writes, 0))]
+            with m.If(~dec.mem_legal):
+                m.d.sync += [u.err.eq(1), u.done.eq(1)]
             with m.Else():
-                m.d.sync += mem_err.eq(0)
+                m.d.sync += u.err.eq(0)
                 with m.If(cmd.op == Op.FILL):
                     m.d.sync += fill_active.eq(1)
                 with m.Elif(cmd.op == Op.LOAD):
@@ -310,11 +386,11 @@ class WmmaSequencer(wiring.Component):
                 with m.Else():
                     m.d.sync += st_active.eq(1)
                 with m.If(writes_matrix):
-                    skind = storage_kind(shape.as_value(), cmd.kind.as_value())
+                    skind = storage_kind(dec.shape.as_value(), cmd.kind.as_value())
                     for f in range(self._nm):
-                        with m.If(cmd_writes[f]):
-                            m.d.sync += [frag_is_b[f].eq(skind == MATRIX_B.value),
-                                         frag_shape[f].eq(shape.as_value())]
+                        with m.If(dec.cmd_writes[f]):
+                            m.d.sync += [u.frag_is_b[f].eq(skind == MATRIX_B.value),
+                                         u.frag_shape[f].eq(dec.shape.as_value())]
 
         cur_addr = line_base + word
         last_beat = (line == m_lines_m1) & (word == m_wpl_m1)
@@ -328,12 +404,12 @@ class WmmaSequencer(wiring.Component):
         # Fill: one register-file entry per clock.
         with m.If(fill_active):
             m.d.comb += [bank.fill.en.eq(1),
-                         bank.fill.kind.eq(storage_kind(m_shape.as_value(), mem_kind.as_value())),
-                         bank.fill.frag.eq(mem_frag + fill_entry[4]), bank.fill.entry.eq(fill_entry[:4]),
+                         bank.fill.kind.eq(storage_kind(m_shape.as_value(), u.kind.as_value())),
+                         bank.fill.frag.eq(u.frag + fill_entry[4]), bank.fill.entry.eq(fill_entry[:4]),
                          bank.fill.value.eq(m_value)]
             m.d.sync += fill_entry.eq(fill_entry + 1)
             with m.If(fill_entry == Mux(m_pair, 31, 15)):
-                m.d.sync += [fill_active.eq(0), mem_done.eq(1)]
+                m.d.sync += [fill_active.eq(0), u.done.eq(1)]
         # Load: address phase, then data phase one clock later into the bank.
         m.d.sync += rd_pending.eq(0)
         with m.If(rd_active):
@@ -344,14 +420,14 @@ class WmmaSequencer(wiring.Component):
                 m.d.sync += rd_active.eq(0)
         with m.If(rd_pending):
             lw = bank.load[0]
-            m.d.comb += [lw.en.eq(1), lw.kind.eq(mem_kind), lw.mnk.eq(m_shape),
+            m.d.comb += [lw.en.eq(1), lw.kind.eq(u.kind), lw.mnk.eq(m_shape),
                          lw.col.eq(m_col), lw.f16.eq(m_f16),
-                         lw.frag.eq(mem_frag), lw.line.eq(rd_line), lw.word.eq(rd_word),
+                         lw.frag.eq(u.frag), lw.line.eq(rd_line), lw.word.eq(rd_word),
                          lw.data.eq(self.mem_rd_data)]
             with m.If(rd_last):
-                m.d.sync += mem_done.eq(1)
+                m.d.sync += u.done.eq(1)
         # Store: read the register file (data one clock later), write memory, a word a clock.
-        m.d.comb += [bank.store.frag.eq(mem_frag), bank.store.col.eq(m_col), bank.store.mnk.eq(m_shape),
+        m.d.comb += [bank.store.frag.eq(u.frag), bank.store.col.eq(m_col), bank.store.mnk.eq(m_shape),
                      bank.store.f16.eq(m_f16), bank.store.line.eq(line), bank.store.word.eq(word)]
         m.d.sync += st_pending.eq(0)
         with m.If(st_active):
@@ -364,28 +440,8 @@ class WmmaSequencer(wiring.Component):
             m.d.comb += [self.mem_wr_en.eq(1), self.mem_wr_addr.eq(st_addr),
                          self.mem_wr_data.eq(bank.store.data)]
             with m.If(st_last):
-                m.d.sync += mem_done.eq(1)
-        with m.If(mem_resp_taken):
-            m.d.sync += [mem_done.eq(0), mem_busy.eq(0)]
+                m.d.sync += u.done.eq(1)
 
-        # ---- MMA unit ----------------------------------------------------------------------
-        with m.If(issue & is_mma):
-            with m.If(~mma_legal):
-                m.d.sync += [mma_done.eq(1), mma_err.eq(1), mma_tag.eq(cmd.tag), mma_busy.eq(1)]
-            with m.Else():
-                m.d.comb += feeder.start.eq(1)
-                m.d.sync += [mma_busy.eq(1), mma_tag.eq(cmd.tag), mma_err.eq(0),
-                             mma_reads.eq(cmd_reads), mma_c.eq(cmd.fc), mma_d.eq(cmd.frag)]
-        m.d.comb += [feeder.a.eq(pa), feeder.b.eq(pb), feeder.c.eq(cmd.fc), feeder.tall.eq(~square),
-                     feeder.mode.kind.eq(cmd.fmt), feeder.mode.acc_f16.eq(cmd.acc_f16),
-                     feeder.mode.a_alt.eq(cmd.a_alt), feeder.mode.b_alt.eq(cmd.b_alt),
-                     feeder.mode.sat.eq(cmd.sat), feeder.zero_c.eq(0),
-                     drain.frag.eq(mma_d)]
-        with m.If(drain.done):
-            m.d.sync += mma_done.eq(1)
-        with m.If(mma_resp_taken):
-            m.d.sync += [mma_done.eq(0), mma_busy.eq(0)]
-        return m
 
 
 class WarpTop(wiring.Component):
