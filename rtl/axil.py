@@ -129,7 +129,25 @@ class AxiLiteRegs(wiring.Component):
                 with m.If(aw_addr == r.offset // 4):
                     m.d.sync += bus.bresp.eq(RESP_OKAY)
 
-        # ---- fields ------------------------------------------------------------------------
+        read_value = self._fields(m, hit_w, w_data, bit_en, written)
+
+        # ---- read channel: one read in flight ----------------------------------------------
+        m.d.comb += bus.arready.eq(~bus.rvalid)
+        with m.If(bus.arvalid & bus.arready):
+            m.d.sync += bus.rvalid.eq(1)
+            with m.Switch(bus.araddr[2:]):
+                for idx, word in read_value.items():
+                    with m.Case(idx):
+                        m.d.sync += [bus.rdata.eq(word), bus.rresp.eq(RESP_OKAY)]
+                with m.Default():                   # an unmapped address
+                    m.d.sync += [bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]
+        with m.Elif(bus.rready):
+            m.d.sync += bus.rvalid.eq(0)
+        return m
+
+    def _fields(self, m, hit_w, w_data, bit_en, written):
+        """Each field's register, pulse or sticky bit, written by the registers' write hits;
+        returns each register's read value by word offset."""
         clear = None
         if self._clear is not None:
             rname, fname = self._clear
@@ -166,20 +184,7 @@ class AxiLiteRegs(wiring.Component):
             for f, v in parts:
                 m.d.comb += word[f.lsb:f.lsb + f.width].eq(v)
             read_value[r.offset // 4] = word
-
-        # ---- read channel: one read in flight ----------------------------------------------
-        m.d.comb += bus.arready.eq(~bus.rvalid)
-        with m.If(bus.arvalid & bus.arready):
-            m.d.sync += bus.rvalid.eq(1)
-            with m.Switch(bus.araddr[2:]):
-                for idx, word in read_value.items():
-                    with m.Case(idx):
-                        m.d.sync += [bus.rdata.eq(word), bus.rresp.eq(RESP_OKAY)]
-                with m.Default():                   # an unmapped address
-                    m.d.sync += [bus.rdata.eq(0), bus.rresp.eq(RESP_SLVERR)]
-        with m.Elif(bus.rready):
-            m.d.sync += bus.rvalid.eq(0)
-        return m
+        return read_value
 
 
 def flat_members(prefix: str, member) -> dict:

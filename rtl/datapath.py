@@ -310,9 +310,12 @@ class RoundPack(wiring.Component):
         ovf_up = f16_4 & (base4 == 29) & (s16 == 0x7FF)
         n5 = [self._reg(m, v, f"n5_{i}") for i, v in enumerate(
             [s32, base4, up, sig_zero, ovf_now, ovf_up, neg4, f16_4, sp4, z4[0:9], int_4])]
-        s32_5, base5, up5, zero5, ovf5, ovfu5, neg5, f16_5, sp5, low5, int_5 = n5
+        self._pack(m, *n5)
+        return m
 
-        # Pack: exponent base + significand (+ the rounding carry), then zero, Inf and specials.
+    def _pack(self, m, s32_5, base5, up5, zero5, ovf5, ovfu5, neg5, f16_5, sp5, low5, int_5):
+        """Pack: exponent base + significand (+ the rounding carry), then zero, Inf and
+        specials (combinational, after N5)."""
         packed = add_cin(Mux(f16_5, base5 << 10, base5 << 23)[:31],
                          Mux(f16_5, s32_5[13:24], s32_5), up5, 31)
         zero = zero5 & ~up5
@@ -336,4 +339,3 @@ class RoundPack(wiring.Component):
                     m.d.comb += self.bits.eq(Cat(packed[:15], neg5))
                 with m.Else():
                     m.d.comb += self.bits.eq(Cat(packed[:31], neg5))
-        return m

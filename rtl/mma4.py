@@ -745,19 +745,7 @@ class MMA4(wiring.Component):
 
         # L2 -> L5: the DSPs (their own three registers); beside them the addend's two-level
         # shift and the group's per-output data.
-        prods, qs, negs = [], [], []
-        for p in range(4 * n):
-            x, k = divmod(p, 4)
-            i, j = divmod(x, 4)
-            mul = m.submodules[f"mul{p}"] = Multiplier(arch=self._dsp)
-            da, db, q = dsp_operands(a2[4 * i + k], b2[p], d2[p])
-            m.d.comb += [mul.a.eq(da), mul.b.eq(db)]
-            prods.append(mul.p)
-            qs.append(q)
-            negs.append(an2[4 * i + k] ^ bn2[p])
-        q5, n5 = qs, negs
-        for s in (3, 4, 5):
-            q5, n5 = _reg(m, q5, f"l{s}_q"), _reg(m, n5, f"l{s}_neg")
+        prods, q5, n5 = self._products(m, a2, an2, b2, bn2, d2)
         c3 = _reg(m, [addend_shift(m, c2[x].shift_left(ADDEND_SHIFT), dc2[x], 0) for x in range(n)], "l3_c")
         dc3, cn3, ch3 = _reg(m, dc2, "l3_dc"), _reg(m, cn2, "l3_cn"), _reg(m, ch2, "l3_ch")
         grp_data = {2: [f2, sp2, fl2]}
@@ -818,21 +806,45 @@ class MMA4(wiring.Component):
         f0, sp0, fl0 = _reg(m, grp7, "n0_grp")
 
         # N1..N5 and the pack: one rounder per output, into the output FIFO.
+        self._push(m, out_wr, push_word, self._round(m, acc0, f0, sp0, fl0, push))
+        return push_word                # a D written into the output FIFO
+
+    def _products(self, m, a2, an2, b2, bn2, d2):
+        """L2 -> L5: the slice's 4 n products in the multipliers (their own three registers),
+        with each product's term shift q and sign carried beside them to L5."""
+        prods, qs, negs = [], [], []
+        for p in range(4 * self._outs):
+            x, k = divmod(p, 4)
+            i, j = divmod(x, 4)
+            mul = m.submodules[f"mul{p}"] = Multiplier(arch=self._dsp)
+            da, db, q = dsp_operands(a2[4 * i + k], b2[p], d2[p])
+            m.d.comb += [mul.a.eq(da), mul.b.eq(db)]
+            prods.append(mul.p)
+            qs.append(q)
+            negs.append(an2[4 * i + k] ^ bn2[p])
+        q5, n5 = qs, negs
+        for s in (3, 4, 5):
+            q5, n5 = _reg(m, q5, f"l{s}_q"), _reg(m, n5, f"l{s}_neg")
+        return prods, q5, n5
+
+    def _round(self, m, acc0, f0, sp0, fl0, push):
+        """N1..N5 and the pack: one rounder per output; the D word (with fewer lanes, the last
+        pass's slices gathered, the first lowest)."""
         word = []
-        for x in range(n):
+        for x in range(self._outs):
             rp = m.submodules[f"round{x}"] = RoundPack()
             m.d.comb += [rp.acc.eq(acc0[x]), rp.f.eq(f0[x]), rp.f16.eq(fl0.f16),
                          rp.special.eq(sp0[x]), rp.cut13.eq(fl0.fp8 & ~fl0.f16),
                          rp.int8.eq(fl0.int8), rp.sat.eq(fl0.sat)]
             word.append(rp.bits)
         word = Cat(*word)
-        if r > 1:       # the last pass's slices, gathered into one D: the first lowest
+        r = self._slices
+        if r > 1:
             held = Signal(len(word) * (r - 1), name="n5_held", reset_less=True)
             with m.If(push):
                 m.d.sync += held.eq(Cat(held[len(word):], word))
             word = Cat(held, word)
-        self._push(m, out_wr, push_word, word)
-        return push_word                # a D written into the output FIFO
+        return word
 
     def _lane_control(self, m, v1, ctl1):
         """Valid bit and :class:`Ctl` of each significand-lane stage, L1..L7; the valid of a
