@@ -271,34 +271,8 @@ class MatmulTWarp(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.bank = bank = self.bank
-        m.submodules.core = core = self.core
-        m.submodules.loader = loader = TileLoader()
-        m.submodules.feeder = feeder = BeatFeeder()
-        m.submodules.drain = drain = DrainD()
-        m.submodules.storer = storer = TileStorer()
-        qbits = Shape.cast(InFlight).width
-        m.submodules.wbq = wbq = fifo.SyncFIFOBuffered(width=qbits, depth=2)
-        m.submodules.stq = stq = fifo.SyncFIFOBuffered(width=qbits, depth=2)
+        bank, loader, feeder, drain, storer, wbq, stq = self._parts(m)
         cfg = self.cfg
-
-        for i in range(2):
-            wiring.connect(m, loader.load[i], bank.load[i])
-        wiring.connect(m, feeder.rd, bank.mma_rd)
-        wiring.connect(m, feeder.beat, core.i)
-        wiring.connect(m, core.o, drain.d)
-        wiring.connect(m, drain.wr, bank.mma_wr)
-        wiring.connect(m, storer.store, bank.store)
-        m.d.comb += [
-            loader.cfg.eq(cfg), loader.run.eq(self.run), self.tile_req.eq(loader.tile_req),
-            loader.tile_ack.eq(self.tile_ack), loader.tile.eq(self.tile),
-            loader.tile_none.eq(self.tile_none),
-            self.a_addr.eq(loader.a_addr), loader.a_data.eq(self.a_data),
-            self.b_addr.eq(loader.b_addr), loader.b_data.eq(self.b_data),
-            storer.cfg.eq(cfg), self.d_addr.eq(storer.d_addr), self.d_data.eq(storer.d_data),
-            self.d_en.eq(storer.d_en), storer.d_ready.eq(self.d_ready),
-            self.stored.eq(storer.freed), self.beats.eq(feeder.accepted),
-        ]
 
         # ---- loaded pairs ----------------------------------------------------------------
         pair_full = Signal(2)
@@ -357,6 +331,39 @@ class MatmulTWarp(wiring.Component):
                                  ~stq.r_rdy & ~storer.busy)
         # A cleared warp starts from nothing.
         return ResetInserter({"sync": ~self.run})(m)
+
+
+    def _parts(self, m):
+        """The warp's engines, connected to one another and to the warp's ports."""
+        m.submodules.bank = bank = self.bank
+        m.submodules.core = core = self.core
+        m.submodules.loader = loader = TileLoader()
+        m.submodules.feeder = feeder = BeatFeeder()
+        m.submodules.drain = drain = DrainD()
+        m.submodules.storer = storer = TileStorer()
+        qbits = Shape.cast(InFlight).width
+        m.submodules.wbq = wbq = fifo.SyncFIFOBuffered(width=qbits, depth=2)
+        m.submodules.stq = stq = fifo.SyncFIFOBuffered(width=qbits, depth=2)
+        cfg = self.cfg
+
+        for i in range(2):
+            wiring.connect(m, loader.load[i], bank.load[i])
+        wiring.connect(m, feeder.rd, bank.mma_rd)
+        wiring.connect(m, feeder.beat, core.i)
+        wiring.connect(m, core.o, drain.d)
+        wiring.connect(m, drain.wr, bank.mma_wr)
+        wiring.connect(m, storer.store, bank.store)
+        m.d.comb += [
+            loader.cfg.eq(cfg), loader.run.eq(self.run), self.tile_req.eq(loader.tile_req),
+            loader.tile_ack.eq(self.tile_ack), loader.tile.eq(self.tile),
+            loader.tile_none.eq(self.tile_none),
+            self.a_addr.eq(loader.a_addr), loader.a_data.eq(self.a_data),
+            self.b_addr.eq(loader.b_addr), loader.b_data.eq(self.b_data),
+            storer.cfg.eq(cfg), self.d_addr.eq(storer.d_addr), self.d_data.eq(storer.d_data),
+            self.d_en.eq(storer.d_en), storer.d_ready.eq(self.d_ready),
+            self.stored.eq(storer.freed), self.beats.eq(feeder.accepted),
+        ]
+        return bank, loader, feeder, drain, storer, wbq, stq
 
 
 class GemmTop(wiring.Component):
