@@ -10,21 +10,15 @@ from __future__ import annotations
 import random
 
 import cocotb
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, Combine, FallingEdge, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 
 from rtl.axil import field_port
 from rtl.regmap import REGISTERS, Access, register
 from host.handover import handover
+from tb.common import pauses, start
 
-CLOCK_NS = 10
 TIMEOUT_US = 200          # no transaction of these tests takes near that: a hang fails
-
-
-def pauses(rng: random.Random, p: float):
-    while True:
-        yield rng.random() < p
 
 
 class Bench:
@@ -42,14 +36,8 @@ class Bench:
 
     async def start(self):
         dut = self.dut
-        cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
-        for name in ("status_busy", "status_done_set", "status_error", "cycles_lo", "cycles_hi",
-                     "beats_lo", "beats_hi"):
-            getattr(dut, name).value = 0
-        dut.rst.value = 1
-        await ClockCycles(dut.clk, 3)
-        dut.rst.value = 0
-        await ClockCycles(dut.clk, 2)
+        await start(dut, zero=("status_busy", "status_done_set", "status_error", "cycles_lo",
+                               "cycles_hi", "beats_lo", "beats_hi"), hold=3, after=2)
 
     async def read(self, offset: int, resp=AxiResp.OKAY) -> int:
         r = await with_timeout(self.axil.read(offset, 4), TIMEOUT_US, "us")

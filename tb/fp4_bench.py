@@ -17,7 +17,6 @@ import time
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 
 from golden.nvfp4 import decode_elements
@@ -25,13 +24,13 @@ from rtl.nvfp4 import Fp4Config
 from tb.gemm_driver import GemmRunner
 from host.handover import handover
 from host.images import fcfg_word, fp4_extra_clocks, struct_fields
+from tb.common import clock, reset
 
-CLOCK_NS = 10
 
 
 @cocotb.test()
 async def decode_exhaustive(dut):
-    cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
+    clock(dut)
     lanes = len(dut.codes) // 4
     codes = np.repeat(np.arange(16, dtype=np.uint8), 256)
     scales = np.tile(np.arange(256, dtype=np.uint8), 16)
@@ -79,9 +78,7 @@ async def reset_midrun(dut):
     await r.launch(a, b, bf16=bool(fcfg["mx"]), acc_f16=False)
     await ClockCycles(dut.clk, handover().option("reset_at", 200))
     assert dut.busy.value == 1 and dut.done.value == 0, "the job ended before the reset"
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 2)
-    dut.rst.value = 0
+    await reset(dut)
     await RisingEdge(dut.clk)
     before = await r.peek(0, words)
     for _ in range(300):

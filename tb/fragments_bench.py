@@ -25,14 +25,13 @@ from __future__ import annotations
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import FallingEdge
 
 from golden.wmma import Fragment, fill_fragment, load_matrix_sync, store_matrix_sync
 from numerics.fragments import KINDS
 from host.handover import handover
+from tb.common import start
 
-CLOCK_NS = 10
 MEM_BYTES = 8192
 KIND = {name: i for i, name in enumerate(KINDS)}
 def frags() -> int:
@@ -48,13 +47,8 @@ class Bank:
 
     async def start(self):
         d = self.dut
-        cocotb.start_soon(Clock(d.clk, CLOCK_NS, unit="ns").start())
-        for name in ("fill__en", "load__0__en", "load__1__en", "mma_rd__en", "mma_wr__en", "store__en"):
-            getattr(d, name).value = 0
-        d.rst.value = 1
-        await FallingEdge(d.clk)
-        await FallingEdge(d.clk)
-        d.rst.value = 0
+        await start(d, zero=("fill__en", "load__0__en", "load__1__en", "mma_rd__en", "mma_wr__en",
+                             "store__en"), edge=FallingEdge)
 
     def port(self, p, field):
         return getattr(self.dut, f"load__{p}__{field}")

@@ -29,6 +29,7 @@ from tb import memh
 from tb.gemm_driver import GemmRunner, random_operands
 from host.handover import handover
 from host.images import gemm_layout as layout
+from tb.common import reset
 
 @cocotb.test()
 async def job(dut):
@@ -82,9 +83,7 @@ async def reset_midrun(dut):
     await r.launch(a, b, bf16=False, acc_f16=False)
     await ClockCycles(dut.clk, 300)          # a first tile stored or storing, others in flight
     assert dut.busy.value == 1 and dut.done.value == 0, "the GEMM ended before the reset"
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 2)
-    dut.rst.value = 0
+    await reset(dut)
     await RisingEdge(dut.clk)
     before = await r.peek(d_base, end - d_base)
     for _ in range(400):

@@ -4,32 +4,24 @@ within a clock budget, read D once.  Used by ``tb.gemm_bench`` and ``tb.fp4_benc
 
 from __future__ import annotations
 
-import cocotb
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge, Timer
+from cocotb.triggers import RisingEdge, Timer
 
 from tb import memh
 from host.handover import handover
 from host.images import cfg_word, clock_budget, gemm_layout, sparse_layout
+from tb.common import CLOCK_NS, start
 
 __all__ = ["CLOCK_NS", "GemmRunner", "random_operands"]
 
-CLOCK_NS = 10
 class GemmRunner:
     def __init__(self, dut):
         self.dut = dut
 
     async def start(self):
         d = self.dut
-        # The clock runs in the simulator interface (C++), not as a Python coroutine: the RTL
-        # then runs with no Python on its clock edges.
-        cocotb.start_soon(Clock(d.clk, CLOCK_NS, unit="ns", impl="gpi").start())
-        d.start.value = 0
-        d.host_we.value = 0
-        d.rst.value = 1
-        await ClockCycles(d.clk, 2)
-        d.rst.value = 0
+        # The clock runs in the simulator interface: no Python on the RTL's clock edges.
+        await start(d, zero=("start", "host_we"), gpi=True)
 
     async def peek(self, base, nwords) -> np.ndarray:
         """Read words base.. at once through the memory dump hook (``tb.memh``)."""

@@ -1,6 +1,6 @@
 """cocotb bench for the MMA4 core (``rtl/mma4.py``), scoreboarded against ``golden.mma.mma4``.
 
-Driver, monitor, model and checker are separate small classes.  Tests:
+Driver and monitor (:mod:`tb.common`), model and checker are separate small pieces.  Tests:
 
 * ``job``: runs the batch in the hand-over's ``job`` file (:class:`host.beats.Job`) and writes
   D to its ``result`` file; used by ``tcore verify`` and the silicon tests, which compare it.
@@ -25,77 +25,13 @@ import time
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden import mma, mma4
 from golden.mma import instr_of
-from host.beats import Mode, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
+from host.beats import Job, Mode, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
 from host.handover import handover
-
-CLOCK_NS = 10
-
-
-class Driver:
-    """Drives beats on ``i``; holds valid and payload until accepted (stream rules)."""
-
-    def __init__(self, dut, stall: float = 0.0, rng=None):
-        self.dut, self.stall, self.rng = dut, stall, rng or random.Random(0)
-        self.queue: list[int] = []
-        self.sent = 0
-        self.accept_cycles: list[int] = []
-        self._holding = False
-
-    def load(self, payloads):
-        self.queue.extend(payloads)
-
-    def drive(self):
-        if self._holding:
-            return
-        if self.queue and self.rng.random() >= self.stall:
-            self.dut.i__payload.value = self.queue[0]
-            self.dut.i__valid.value = 1
-            self._holding = True
-        else:
-            self.dut.i__valid.value = 0
-
-    def sample(self, cycle):
-        ready = self.dut.i__ready.value
-        if not ready.is_resolvable:
-            raise AssertionError(f"X or Z on i.ready at clock {cycle}: {ready}")
-        if self._holding and ready == 1:
-            self.queue.pop(0)
-            self.sent += 1
-            self.accept_cycles.append(cycle)
-            self._holding = False
-
-
-class Monitor:
-    """Collects D words from ``o``, with random backpressure."""
-
-    def __init__(self, dut, stall: float = 0.0, rng=None):
-        self.dut, self.stall, self.rng = dut, stall, rng or random.Random(1)
-        self.words: list[int] = []
-        self.cycles: list[int] = []
-        self.x_seen = False
-
-    def drive(self):
-        self.dut.o__ready.value = 0 if self.rng.random() < self.stall else 1
-
-    def sample(self, cycle):
-        valid = self.dut.o__valid.value
-        if not valid.is_resolvable:
-            self.x_seen = True
-            raise AssertionError(f"X or Z on o.valid at clock {cycle}: {valid}")
-        if valid == 1 and self.dut.o__ready.value == 1:
-            val = self.dut.o__payload.value
-            if not val.is_resolvable:       # a failure where it happens, never a zero
-                self.x_seen = True
-                raise AssertionError(f"X or Z on o.payload at clock {cycle} (output "
-                                     f"{len(self.words)}): {val}")
-            self.words.append(val.to_unsigned())
-            self.cycles.append(cycle)
-
+from tb.common import StreamDriver, StreamMonitor, start
 
 class Harness:
     """Clock, reset and the per-cycle loop that steps driver and monitor together."""
@@ -103,18 +39,12 @@ class Harness:
     def __init__(self, dut, in_stall=0.0, out_stall=0.0, seed=0):
         self.dut = dut
         rng = random.Random(seed)
-        self.drv = Driver(dut, in_stall, random.Random(rng.random()))
-        self.mon = Monitor(dut, out_stall, random.Random(rng.random()))
+        self.drv = StreamDriver(dut, "i", in_stall, random.Random(rng.random()))
+        self.mon = StreamMonitor(dut, "o", out_stall, random.Random(rng.random()))
         self.cycle = 0
 
     async def start(self):
-        cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
-        self.dut.i__valid.value = 0
-        self.dut.o__ready.value = 0
-        self.dut.rst.value = 1
-        for _ in range(2):
-            await RisingEdge(self.dut.clk)
-        self.dut.rst.value = 0
+        await start(self.dut, zero=("i__valid", "o__ready"))
 
     async def step(self):
         self.drv.drive()
@@ -313,8 +243,7 @@ async def reset_midstream(dut):
     await h.step()
     await h.step()
     dut.rst.value = 0
-    h.drv.queue.clear()
-    h.drv._holding = False
+    h.drv.idle()
     seen = len(h.mon.words)
     for _ in range(30):
         await h.step()

@@ -95,9 +95,10 @@ class MMA4Control(MMA4):
         for s in range(len(range(2, 8)) + 1 + RoundPack.STAGES):
             word = self._delay(m, word, f"d{s}_word")
         self._push(m, out_wr, push, word)
+        return push
 
-    def _output(self, m, out_rd, pop):
-        super()._output(m, out_rd, pop)
+    def _output(self, m, out_rd, pop, pushed):
+        super()._output(m, out_rd, pop, pushed)
         if self._glitch:                    # o.valid falls after one clock, ready or not
             with m.If(self.o.valid & ~self.o.ready):
                 m.d.sync += self.o.valid.eq(0)

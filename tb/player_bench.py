@@ -15,7 +15,6 @@ import time
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import RisingEdge, with_timeout
 from cocotb.utils import get_sim_time
 
@@ -23,21 +22,13 @@ from rtl.player import WORD_BITS
 from tb import memh
 from host.beats import blocks_to_tiles, load_jobs, unpack_outputs
 from host.handover import handover
+from tb.common import CLOCK_NS, start
 
-CLOCK_NS = 10
 D_MASK = (1 << 512) - 1
 
 
 async def _reset(dut):
-    cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
-    dut.start.value = 0
-    dut.count.value = 0
-    dut.expect.value = 0
-    dut.rst.value = 1
-    for _ in range(2):
-        await RisingEdge(dut.clk)
-    dut.rst.value = 0
-    await RisingEdge(dut.clk)
+    await start(dut, zero=("start", "count", "expect"), after=1)
 
 
 async def play(dut, payloads, groups: int) -> list[int]:

@@ -20,7 +20,6 @@ import random
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiResp, AxiSlave
 
@@ -28,8 +27,8 @@ from golden import mma
 from golden.mma import instr_of
 from rtl.regmap import IN_BYTES, REGISTERS, ErrorCode, InFormat, register
 from host.handover import handover
+from tb.common import pauses, start
 
-CLOCK_NS = 10
 REG = {r.name: r.offset for r in REGISTERS}
 #: golden input format name -> FORMAT.in_fmt
 IN_CODES = {"fp16": InFormat.FP16, "bf16": InFormat.BF16, "tf32": InFormat.TF32,
@@ -46,11 +45,6 @@ def format_word(fmt="fp16", b_fmt=None, acc_f16=False, c_given=False, sat=False)
     b_alt = b_fmt is not None and b_fmt != fmt and fmt in ("e4m3", "e5m2")
     return register("FORMAT").pack(in_fmt=IN_CODES[fmt], acc_f16=acc_f16, c_given=c_given,
                                    b_alt=b_alt, sat=sat)
-
-
-def pauses(rng: random.Random, p: float):
-    while True:
-        yield rng.random() < p
 
 
 class Memory:
@@ -111,10 +105,7 @@ class Bench:
 
     async def start(self):
         dut = self.dut
-        cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
-        dut.rst.value = 1
-        await ClockCycles(dut.clk, 3)
-        dut.rst.value = 0
+        await start(dut, hold=3)
         cocotb.start_soon(self._count_requests())
         await ClockCycles(dut.clk, 2)
 

@@ -31,21 +31,20 @@ import time
 
 import cocotb
 import numpy as np
-from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge
+from cocotb.triggers import ReadOnly, RisingEdge
 
 from golden import mma
 from golden.wmma import Fragment, load_matrix_sync, mma_sync, store_matrix_sync
 from numerics.formats import INPUT_FORMATS
 from numerics.fragments import SHAPES
-from rtl.wmma import WmmaCmd
-from tb import memh
 from host.beats import load_jobs
 from host.handover import handover
 from host.images import unpack_struct
 from host.wmma_model import Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
+from rtl.wmma import WmmaCmd
+from tb import memh
+from tb.common import StreamDriver, StreamMonitor, reset, start
 
-CLOCK_NS = 10
 
 
 def mem_bytes() -> int:
@@ -64,15 +63,8 @@ class Warp:
         self.resp_stall, self.rng = resp_stall, random.Random(seed)
 
     async def start(self):
-        cocotb.start_soon(Clock(self.dut.clk, CLOCK_NS, unit="ns").start())
-        d = self.dut
-        d.cmd__valid.value = 0
-        d.resp__ready.value = 1
-        d.host_we.value = 0
-        d.rst.value = 1
-        for _ in range(2):
-            await RisingEdge(d.clk)
-        d.rst.value = 0
+        self.dut.resp__ready.value = 1
+        await start(self.dut, zero=("cmd__valid", "host_we"))
 
     async def write_mem(self, addr: int, data: np.ndarray):
         """Write bytes at a 16-byte-aligned address through the host port."""
@@ -121,35 +113,30 @@ class Warp:
         ``abort_after``: stop after that many clocks, wherever the program is, and return
         the responses so far unchecked (for a reset in mid-run)."""
         d = self.dut
-        want = len(self.resps) + len(cmds)
+        drv, mon = StreamDriver(d, "cmd"), StreamMonitor(d, "resp", self.resp_stall, self.rng)
+        drv.load(cmds)
         if limit is None:       # 64 words or 64 beats + latency per command at most, stalls
             limit = int(200 * len(cmds) / (1 - min(self.resp_stall, 0.9))) + 1000
-        i, start = 0, self.cycle
-        while len(self.resps) < want:
+        start = self.cycle
+        while len(mon.words) < len(cmds):
             if abort_after is not None and self.cycle - start >= abort_after:
-                d.cmd__valid.value = 0
-                return self.resps[want - len(cmds):]
-            if i < len(cmds):
-                d.cmd__valid.value = 1
-                d.cmd__payload.value = cmds[i]
-            else:
-                d.cmd__valid.value = 0
-            d.resp__ready.value = 0 if self.rng.random() < self.resp_stall else 1
+                drv.idle()
+                got = [(c, resp_fields(w)) for c, w in zip(mon.cycles, mon.words)]
+                self.resps += got
+                return got
+            drv.drive()
+            mon.drive()
             await ReadOnly()
-            for port in (d.resp__valid, d.cmd__ready):
-                if not port.value.is_resolvable:
-                    raise AssertionError(f"X or Z on {port._name} at clock {self.cycle}: {port.value}")
-            if d.resp__valid.value == 1 and d.resp__ready.value == 1:
-                self.resps.append((self.cycle, resp_fields(d.resp__payload.value.to_unsigned())))
-            if i < len(cmds) and d.cmd__ready.value == 1:
-                i += 1
+            drv.sample(self.cycle)
+            mon.sample(self.cycle)
             await RisingEdge(d.clk)
             self.cycle += 1
             if self.cycle - start > limit:
-                raise AssertionError(f"timeout: {len(self.resps) - (want - len(cmds))} of "
-                                     f"{len(cmds)} responses after {limit} clocks")
-        d.cmd__valid.value = 0
+                raise AssertionError(f"timeout: {len(mon.words)} of {len(cmds)} responses "
+                                     f"after {limit} clocks")
+        drv.idle()
         d.resp__ready.value = 1
+        self.resps += [(c, resp_fields(w)) for c, w in zip(mon.cycles, mon.words)]
         self.last_span = self.cycle - start
         got = self.resps[-len(cmds):]
         check_responses(cmds, [r for _, r in got], refused)
@@ -434,9 +421,7 @@ async def reset_midrun(dut):
                            addrs["d"], addrs["ldc"], bf16=False, acc_f16=False)
     got = await w.run(program, abort_after=200)       # C and step 0 loaded, an mma_sync running
     assert 0 < len(got) < len(program), f"{len(got)} of {len(program)} responses at the reset"
-    dut.rst.value = 1
-    await ClockCycles(dut.clk, 2)
-    dut.rst.value = 0
+    await reset(dut)
     for _ in range(300):
         await RisingEdge(dut.clk)
         w.cycle += 1

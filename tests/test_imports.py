@@ -124,6 +124,16 @@ def test_only_the_prover_reaches_into_the_benches():
             assert not [t for t in targets if t.split(".")[0] == "tb"], mod
 
 
+def test_every_bench_starts_from_tb_common():
+    """Clock, reset, pauses and stream handshakes are written once (tb/common.py)."""
+    g = import_graph()
+    benches = [m for m in g if m.startswith("tb.") and m.endswith("_bench")]
+    assert len(benches) >= 8
+    for mod in benches:
+        uses = g[mod] | set().union(*(g[t] for t in g[mod] if t.startswith("tb.")))
+        assert "tb.common" in uses, mod
+
+
 def test_cycles_are_found():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
