@@ -767,17 +767,22 @@ class GemmSoc(wiring.Component):
                      tile.c_ptr.eq(c_row + col_bytes), tile.d_ptr.eq(d_row + col_bytes)]
         for i, w in enumerate(workers):
             m.d.comb += [w.tile.eq(tile), w.granted.eq(claim_any & (claim_pick == i))]
+        # The pointers' steps are constant for a run: registered (the configuration is latched
+        # two clocks before the first claim), so that a grant moves each pointer by one add.
+        a_step, b_step, c_step, d_step = (Signal(64, name=f"{x}_step") for x in "abcd")
+        m.d.sync += [a_step.eq((ld["a"] << cfg.esh).shift_left(4)),
+                     b_step.eq(Mux(cfg.b_cols, (ld["b"] << cfg.esh).shift_left(4), 32)),
+                     c_step.eq(Mux(acc_f16, ld["c"].shift_left(5), ld["c"].shift_left(6))),
+                     d_step.eq(Mux(acc_f16, ld["d"].shift_left(5), ld["d"].shift_left(6)))]
         with m.If(claim_any & left):
             with m.If(tj == tiles_n - 1):
                 m.d.sync += [tj.eq(0), ti.eq(ti + 1), b_col.eq(base["b"]),
-                             a_row.eq(a_row + (ld["a"] << cfg.esh).shift_left(4)),
-                             c_row.eq(c_row + Mux(acc_f16, ld["c"].shift_left(5), ld["c"].shift_left(6))),
-                             d_row.eq(d_row + Mux(acc_f16, ld["d"].shift_left(5), ld["d"].shift_left(6)))]
+                             a_row.eq(a_row + a_step), c_row.eq(c_row + c_step),
+                             d_row.eq(d_row + d_step)]
                 with m.If(ti == tiles_m - 1):
                     m.d.sync += left.eq(0)
             with m.Else():
-                m.d.sync += [tj.eq(tj + 1),
-                             b_col.eq(b_col + Mux(cfg.b_cols, (ld["b"] << cfg.esh).shift_left(4), 32))]
+                m.d.sync += [tj.eq(tj + 1), b_col.eq(b_col + b_step)]
         return ti, tj, tiles_m, tiles_n, left, a_row, b_col, c_row, d_row
 
     def _master(self, m, dma, workers):
