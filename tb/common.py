@@ -9,6 +9,7 @@ so that a bench owns its clock loop and can count clocks exactly.
 from __future__ import annotations
 
 import random
+from collections import deque
 
 import cocotb
 from cocotb.clock import Clock
@@ -53,14 +54,25 @@ def pauses(rng: random.Random, p: float):
         yield rng.random() < p
 
 
-def _resolved(sig, what: str, cycle: int):
+def _resolved(sig, port: str, what: str, cycle: int):
     value = sig.value
     if not value.is_resolvable:      # a failure where it happens, never read as a zero
-        raise AssertionError(f"X or Z on {what} at clock {cycle}: {value}")
+        raise AssertionError(f"X or Z on {port}.{what} at clock {cycle}: {value}")
     return value
 
 
-class StreamDriver:
+class _StreamPort:
+    """The three signals of the stream ``port`` of ``dut``, and the random source of its
+    stalls."""
+
+    def __init__(self, dut, port: str, stall: float, rng):
+        self.valid = getattr(dut, f"{port}__valid")
+        self.ready = getattr(dut, f"{port}__ready")
+        self.payload = getattr(dut, f"{port}__payload")
+        self.port, self.stall, self.rng = port, stall, rng
+
+
+class StreamDriver(_StreamPort):
     """Drives the stream ``port`` of ``dut``: payloads queued by :meth:`load` go out in order,
     valid and payload held until accepted (the stream rules); each clock with a payload waiting
     stays idle with probability ``stall``.
@@ -68,11 +80,8 @@ class StreamDriver:
     ``sent`` counts accepted payloads and ``accept_cycles`` gives the clock of each."""
 
     def __init__(self, dut, port: str, stall: float = 0.0, rng=None):
-        self.valid = getattr(dut, f"{port}__valid")
-        self.ready = getattr(dut, f"{port}__ready")
-        self.payload = getattr(dut, f"{port}__payload")
-        self.port, self.stall, self.rng = port, stall, rng or random.Random(0)
-        self.queue: list[int] = []
+        super().__init__(dut, port, stall, rng or random.Random(0))
+        self.queue: deque[int] = deque()
         self.sent = 0
         self.accept_cycles: list[int] = []
         self._holding = False
@@ -91,9 +100,9 @@ class StreamDriver:
             self.valid.value = 0
 
     def sample(self, cycle: int):
-        ready = _resolved(self.ready, f"{self.port}.ready", cycle)
+        ready = _resolved(self.ready, self.port, "ready", cycle)
         if self._holding and ready == 1:
-            self.queue.pop(0)
+            self.queue.popleft()
             self.sent += 1
             self.accept_cycles.append(cycle)
             self._holding = False
@@ -105,16 +114,13 @@ class StreamDriver:
         self.valid.value = 0
 
 
-class StreamMonitor:
+class StreamMonitor(_StreamPort):
     """Takes payloads off the stream ``port`` of ``dut``, ready low with probability ``stall``
     each clock; ``words`` and ``cycles`` hold each payload (an int) and its clock.  X or Z on
     valid, or on a payload taken, fails at that clock."""
 
     def __init__(self, dut, port: str, stall: float = 0.0, rng=None):
-        self.valid = getattr(dut, f"{port}__valid")
-        self.ready = getattr(dut, f"{port}__ready")
-        self.payload = getattr(dut, f"{port}__payload")
-        self.port, self.stall, self.rng = port, stall, rng or random.Random(1)
+        super().__init__(dut, port, stall, rng or random.Random(1))
         self.words: list[int] = []
         self.cycles: list[int] = []
         self.x_seen = False
@@ -124,9 +130,9 @@ class StreamMonitor:
 
     def sample(self, cycle: int):
         try:
-            valid = _resolved(self.valid, f"{self.port}.valid", cycle)
+            valid = _resolved(self.valid, self.port, "valid", cycle)
             if valid == 1 and self.ready.value == 1:
-                word = _resolved(self.payload, f"{self.port}.payload (word {len(self.words)})",
+                word = _resolved(self.payload, self.port, f"payload (word {len(self.words)})",
                                  cycle)
                 self.words.append(word.to_unsigned())
                 self.cycles.append(cycle)
