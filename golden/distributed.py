@@ -172,8 +172,11 @@ def cluster_mma(client, a, b, c, *, parts=None, **kwargs):
     m, n = c.shape[-2:]
     rm, cn = split(m, n, parts)
     lead = (-1,) * (a.ndim - 2)
-    # The operands go to the cluster once (scatter), not inside every task's graph.
-    fa, fb, fc = client.scatter([np.asarray(a), np.asarray(b), np.asarray(c)])
+    # The operands go to the cluster once (scatter), not inside every task's graph.  Keys of
+    # their own (hash=False): content-hashed keys are shared with an earlier scatter of the
+    # same bits, and a computation that starts while the scheduler still forgets that one's
+    # key fails with "lost dependencies" (dask/distributed#8576).
+    fa, fb, fc = client.scatter([np.asarray(a), np.asarray(b), np.asarray(c)], hash=False)
     xa = da.from_delayed(_delayed(fa), a.shape, a.dtype).rechunk(lead + (rm, -1))
     xb = da.from_delayed(_delayed(fb), b.shape, b.dtype).rechunk(lead + (-1, cn))
     xc = da.from_delayed(_delayed(fc), c.shape, c.dtype).rechunk(lead + (rm, cn))
