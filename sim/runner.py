@@ -64,6 +64,12 @@ def setup_path():
         mk = (mk + " CFG_CXXFLAGS_PCH_I=-include").strip()
     if "OPT_SLOW" not in mk:       # optimise the per-clock code; the run-once code builds faster at -O0
         mk += " OPT_SLOW=-O0 OPT_FAST=-O2 OPT_GLOBAL=-O1"
+    # Every Verilator build compiles Verilator's own runtime (verilated.cpp, the VPI, threads:
+    # about 20 s) and cocotb's main into its folder again; through ccache (where installed)
+    # only the first build of a tree does.  Its cache lives with the builds.
+    if "OBJCACHE" not in mk and shutil.which("ccache"):
+        mk += " OBJCACHE=ccache"
+        os.environ.setdefault("CCACHE_DIR", str(build_root() / "ccache"))
     os.environ["MAKEFLAGS"] = mk
 
 
