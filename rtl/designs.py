@@ -5,7 +5,7 @@ from amaranth.hdl import Shape
 from amaranth.lib import data
 
 __all__ = ["DESIGNS", "LINT_PARAMS", "SYNTH_PARAMS", "make", "parameters", "to_verilog",
-           "port_header"]
+           "port_header", "bench_memory"]
 
 
 #: Each design: the module and top-level class, and the constructor arguments its build fixes.
@@ -43,6 +43,14 @@ def parameters(name: str) -> dict:
     return {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
             if k != "self" and k not in fixed and type(p.default) is int
             and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+
+
+def bench_memory(name: str) -> str:
+    """Where a design's working memory is, for the simulation benches' load and dump hooks:
+    the class's ``BENCH_MEMORY`` (instance names from the top, then the memory's), by default
+    ``mem`` of the top module."""
+    cls, _ = _class(name)
+    return getattr(cls, "BENCH_MEMORY", "mem")
 
 
 def make(name: str, **params):

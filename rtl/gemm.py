@@ -423,20 +423,14 @@ class GemmTop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        self.build_into(m, self)
-        return m
-
-    def build_into(self, m, io):
-        """Build the GEMM top into module ``m`` with its ports on ``io`` (this component, or
-        signals of a design that wraps it and wants the memory in its own module)."""
         m.submodules.mem = mem = memory.Memory(shape=WORD_BITS, depth=self._mem_words, init=[])
         hrd, wr = mem.read_port(), mem.write_port()
-        m.d.comb += [hrd.addr.eq(io.host_addr), io.host_rdata.eq(hrd.data)]
+        m.d.comb += [hrd.addr.eq(self.host_addr), self.host_rdata.eq(hrd.data)]
         # One write port (several make simulators copy the whole array every clock): the host
         # port while a bench writes, else the lowest-numbered warp that has a word to store.
-        with m.If(io.host_we):
-            m.d.comb += [wr.addr.eq(io.host_addr), wr.data.eq(io.host_wdata), wr.en.eq(1)]
-        writer_busy = io.host_we
+        with m.If(self.host_we):
+            m.d.comb += [wr.addr.eq(self.host_addr), wr.data.eq(self.host_wdata), wr.en.eq(1)]
+        writer_busy = self.host_we
         cfg = Signal(GemmConfig)
         run = Signal()
         total = Signal(2 * TILE_BITS)
@@ -445,10 +439,10 @@ class GemmTop(wiring.Component):
         issued = Signal(2 * TILE_BITS)
         stored_now = Signal(range(self._cores + 1))
         beats_now = Signal(range(self._cores + 1))
-        with m.If(io.start & ~run):
-            m.d.sync += [run.eq(1), cfg.eq(io.cfg), next_ti.eq(0), next_tj.eq(0), issued.eq(0),
-                         total.eq(io.cfg.tiles_m * io.cfg.tiles_n),
-                         io.tiles_done.eq(0), io.cycles.eq(0), io.beats.eq(0), io.done.eq(0)]
+        with m.If(self.start & ~run):
+            m.d.sync += [run.eq(1), cfg.eq(self.cfg), next_ti.eq(0), next_tj.eq(0), issued.eq(0),
+                         total.eq(self.cfg.tiles_m * self.cfg.tiles_n),
+                         self.tiles_done.eq(0), self.cycles.eq(0), self.beats.eq(0), self.done.eq(0)]
         granted = Signal()
         for w, warp in enumerate(self.warps):
             m.submodules[f"warp{w}"] = warp
@@ -480,10 +474,11 @@ class GemmTop(wiring.Component):
         m.d.comb += [stored_now.eq(sum(w.stored for w in self.warps)),
                      beats_now.eq(sum(w.beats for w in self.warps))]
         finished = Signal()
-        m.d.comb += finished.eq((io.tiles_done + stored_now) == total)
+        m.d.comb += finished.eq((self.tiles_done + stored_now) == total)
         with m.If(run):
-            m.d.sync += [io.cycles.eq(io.cycles + 1), io.tiles_done.eq(io.tiles_done + stored_now),
-                         io.beats.eq(io.beats + beats_now)]
+            m.d.sync += [self.cycles.eq(self.cycles + 1), self.tiles_done.eq(self.tiles_done + stored_now),
+                         self.beats.eq(self.beats + beats_now)]
             with m.If(finished):
-                m.d.sync += [run.eq(0), io.done.eq(1)]
-        m.d.comb += io.busy.eq(run)
+                m.d.sync += [run.eq(0), self.done.eq(1)]
+        m.d.comb += self.busy.eq(run)
+        return m

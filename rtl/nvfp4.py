@@ -237,9 +237,11 @@ class Fp4GemmTop(wiring.Component):
     the GEMM's.  The host port reaches the memory while the design is idle.
     """
 
+    #: The working memory is the GEMM top's (instance ``gemm``): the benches' load/dump hooks.
+    BENCH_MEMORY = "gemm.mem"
+
     def __init__(self, *, cores: int = 1, mem_words: int = 32768):
         self.gemm = GemmTop(cores=cores, mem_words=mem_words, sparse=False)
-        self.gemm._MustUse__silence = True       # built into this module, not elaborated
         super().__init__({
             "cfg": In(GemmConfig), "fcfg": In(Fp4Config), "start": In(1),
             "busy": Out(1), "done": Out(1), "cycles": Out(32), "gemm_cycles": Out(32),
@@ -249,16 +251,7 @@ class Fp4GemmTop(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        # The GEMM top is built into this module (not as a submodule) so that the memory is the
-        # top module's, where simulation benches find it.
-        from types import SimpleNamespace
-        g = self.gemm
-        gemm = SimpleNamespace(
-            cfg=Signal(GemmConfig), start=Signal(), busy=Signal(), done=Signal(),
-            cycles=Signal(32), beats=Signal(32), tiles_done=Signal(2 * TILE_BITS),
-            host_addr=Signal.like(self.host_addr), host_wdata=Signal(WORD_BITS), host_we=Signal(),
-            host_rdata=Signal(WORD_BITS))
-        g.build_into(m, gemm)
+        m.submodules.gemm = gemm = self.gemm
         m.submodules.dec = dec = Fp4Decoder(lanes=WORD_BITS // 16)
         m.submodules.scale = scale = Fp32Scale()
 

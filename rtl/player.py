@@ -58,7 +58,8 @@ class BeatPlayer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         m.submodules.core = core = self.core
-        # Named "mem": the simulators' memory hooks (sim.runner) load and dump it by name.
+        # Named "mem" (rtl.designs.bench_memory's default): the simulators' memory hooks
+        # (sim.runner) load and dump it by name.
         m.submodules.mem = mem = memory.Memory(shape=WORD_BITS, depth=self._depth, init=[])
         rd, wr = mem.read_port(transparent_for=()), mem.write_port()
         n = self._depth.bit_length()

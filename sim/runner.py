@@ -208,33 +208,75 @@ _UNNAMED = re.compile(r"^(\s*(?:wire|reg) (?:\[\d+:\d+\] )?\\\$\d+ ;)$", re.M)
 _NO_TRACE = r"/*verilator tracing_off*/\1 /*verilator tracing_on*/"
 
 
+# The bench hooks' controls: registers of the top module, which benches write.
+_HOOK_CONTROLS = """
+  // tcore bench hooks' controls (the hooks are in the module that holds the memory).
+  reg tcore_dump = 1'b0;
+  reg tcore_load = 1'b0;
+  reg [31:0] tcore_dump_lo = 32'd0, tcore_dump_hi = 32'd0;
+"""
+
+# The hooks, in the module holding the memory ``{mem}``; ``{top}`` prefixes the controls
+# (empty in the top module itself, else the top's name: an upward hierarchical reference).
 _MEMORY_HOOKS = """
   // tcore bench hooks: load the memory from +TCORE_MEMH_IN=file at 1 ns, and write words
   // tcore_dump_lo..tcore_dump_hi to +TCORE_MEMH_OUT=file when a bench raises tcore_dump.
   reg [8*512-1:0] tcore_memh_in, tcore_memh_out;
-  reg tcore_dump = 1'b0;
-  reg [31:0] tcore_dump_lo = 32'd0, tcore_dump_hi = 32'd0;
   initial begin
     #1;
-    if ($value$plusargs("TCORE_MEMH_IN=%s", tcore_memh_in)) $readmemh(tcore_memh_in, mem);
+    if ($value$plusargs("TCORE_MEMH_IN=%s", tcore_memh_in)) $readmemh(tcore_memh_in, {mem});
   end
   // A bench loads words tcore_dump_lo..tcore_dump_hi from +TCORE_MEMH_LOAD=file at run time
   // by raising tcore_load (between clock edges, with the design idle).
   reg [8*512-1:0] tcore_memh_load;
-  reg tcore_load = 1'b0;
-  always @(posedge tcore_load) begin
+  always @(posedge {top}tcore_load) begin
     if (!$value$plusargs("TCORE_MEMH_LOAD=%s", tcore_memh_load)) tcore_memh_load = "tcore_load.memh";
-    $readmemh(tcore_memh_load, mem, tcore_dump_lo, tcore_dump_hi);
+    $readmemh(tcore_memh_load, {mem}, {top}tcore_dump_lo, {top}tcore_dump_hi);
   end
-  always @(posedge tcore_dump) begin
+  always @(posedge {top}tcore_dump) begin
     if (!$value$plusargs("TCORE_MEMH_OUT=%s", tcore_memh_out)) tcore_memh_out = "tcore_dump.memh";
-    $writememh(tcore_memh_out, mem, tcore_dump_lo, tcore_dump_hi);
+    $writememh(tcore_memh_out, {mem}, {top}tcore_dump_lo, {top}tcore_dump_hi);
   end
-endmodule
 """
 
+_MODULE = re.compile(r"^module (\\\S+ |[A-Za-z_]\w*)", re.M)
 
-def sim_verilog(path: Path, sim: str) -> Path:
+
+def _module_span(text: str, name: str) -> tuple[int, int]:
+    """Where module ``name``'s text starts and where its ``endmodule`` is."""
+    m = re.search(r"^module " + re.escape(name) + r"\s*\(", text, re.M)
+    if not m:
+        raise SimError(f"no module {name.strip()} in the Verilog")
+    return m.start(), text.index("\nendmodule", m.start()) + 1
+
+
+def add_memory_hooks(text: str, path: str) -> str:
+    """The design's Verilog with the bench hooks (``_MEMORY_HOOKS``) in the module that holds
+    the memory at ``path``: instance names from the top, then the memory's (``mem``, or
+    ``gemm.mem`` for a memory inside the top's ``gemm``).  The controls are the top's
+    registers either way, so benches find them on the top.  Unchanged where the module
+    holds no such memory."""
+    *insts, mem = path.split(".")
+    top = _MODULE.search(text).group(1)
+    name = top
+    for inst in insts:
+        start, end = _module_span(text, name)
+        m = re.search(r"^  (\\\S+ |[A-Za-z_]\w*) " + r" ?" + re.escape(inst) + r" \(",
+                      text[start:end], re.M)
+        if not m:
+            raise SimError(f"no instance {inst} in module {name.strip()} (memory path {path})")
+        name = m.group(1)
+    start, end = _module_span(text, name)
+    if not re.search(r"^  reg \[\d+:0\] " + re.escape(mem) + r" \[\d+:0\];", text[start:end], re.M):
+        return text
+    _, end = _module_span(text, top)           # the controls first: declared before their use
+    text = text[:end] + _HOOK_CONTROLS.lstrip("\n") + text[end:]
+    _, end = _module_span(text, name)
+    hooks = _MEMORY_HOOKS.format(mem=mem, top="" if name == top else top.strip() + ".")
+    return text[:end] + hooks.lstrip("\n") + text[end:]
+
+
+def sim_verilog(path: Path, sim: str, memory_path: str = "mem") -> Path:
     """The Verilog a simulator builds: the design's, adjusted for simulation.
 
     * Icarus: yosys makes every ``always @*`` block read a dummy register declared ``= 0`` so
@@ -245,14 +287,15 @@ def sim_verilog(path: Path, sim: str) -> Path:
       (:func:`merge_part_assigns`): about ten times faster on the MMA4 core.
     * Verilator: Yosys's unnamed ``$N`` nets are kept out of waveforms (``tracing_off``), so a
       trace shows the top's ports and the registers and signals the RTL names.
-    * A top with a memory named ``mem`` gets file load/dump hooks (``_MEMORY_HOOKS``), so a
+    * The memory at ``memory_path`` (the design's ``BENCH_MEMORY``: ``mem`` of the top, or a
+      path into its instances) gets file load/dump hooks (:func:`add_memory_hooks`), so a
       bench loads the memory once and reads it once instead of spending clocks or thousands
       of simulator calls.
     """
     out = path.with_name(f"{path.stem}-{sim}.v")
     stamp = path.with_suffix(".hash")
     # The adjustments are part of the key: editing them rewrites every simulator's source.
-    adjust = hashlib.sha256((_MEMORY_HOOKS + _TRIGGER.pattern + _UNNAMED.pattern + _NO_TRACE
+    adjust = hashlib.sha256((memory_path + _HOOK_CONTROLS + _MEMORY_HOOKS + _TRIGGER.pattern + _UNNAMED.pattern + _NO_TRACE
                              + _PART_ASSIGN.pattern + _WIRE_DECL.pattern + _ICARUS_VERSION)
                             .encode()).hexdigest()[:8]
     key = (stamp.read_text() if stamp.exists() else "") + sim + adjust
@@ -264,9 +307,7 @@ def sim_verilog(path: Path, sim: str) -> Path:
         text = icarus_text(text)
     else:
         text = _UNNAMED.sub(_NO_TRACE, text)
-    top_end = text.index("endmodule")
-    if re.search(r"reg \[\d+:0\] mem \[\d+:0\];", text[:top_end]):
-        text = text[:top_end] + _MEMORY_HOOKS.lstrip("\n") + text[top_end + len("endmodule\n"):]
+    text = add_memory_hooks(text, memory_path)
     if not (out.exists() and out.read_text() == text):
         out.write_text(text)
     ostamp.write_text(key)
@@ -398,7 +439,8 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
     say = say or (lambda line: None)
     bdir = build_dir(sim, design, params, waves)
     with _lock(build_root() / f".{bdir.name}.lock"):
-        src = sim_verilog(verilog_for(design, params, say), sim)
+        from rtl.designs import bench_memory
+        src = sim_verilog(verilog_for(design, params, say), sim, bench_memory(design))
         runner = _verilator_runner() if sim == "verilator" else get_runner(sim)
         runner.log.addFilter(_quiet_rebuild)
         args = []

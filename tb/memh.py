@@ -1,6 +1,8 @@
-"""The bench side of the memory hooks that ``sim.runner.sim_verilog`` adds to a top with a
-memory named ``mem``: whole memory images in and out through $readmemh / $writememh files
-instead of one simulator call (or one clock) per word.
+"""The bench side of the memory hooks that ``sim.runner.add_memory_hooks`` adds to a design's
+working memory (``mem`` of the top, or the path its class names in ``BENCH_MEMORY``): whole
+memory images in and out through $readmemh / $writememh files instead of one simulator call
+(or one clock) per word.  The hooks' controls (``tcore_load``, ``tcore_dump``, the word
+range) are the top module's registers wherever the memory is.
 
 * ``+TCORE_MEMH_IN=file``: the memory's initial contents (the runner passes it);
 * :func:`load`: words ``base ..`` from the hand-over's ``memh_load`` file at run time;

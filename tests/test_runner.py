@@ -227,3 +227,47 @@ endmodule
         outs.append(subprocess.run(["vvp", "-n", str(tmp_path / name)], check=True,
                                    capture_output=True, text=True).stdout)
     assert outs[0].count("\n") == 256 and "z" in outs[0] and outs[0] == outs[1]
+
+
+_TOY = """\
+module toy(clk);
+  input clk;
+  \\toy.inner  inner (
+    .clk(clk)
+  );
+  initial begin
+    #2 tcore_dump_lo = 32'd1; tcore_dump_hi = 32'd2;
+    #1 tcore_dump = 1'b1;
+    #1 $finish;
+  end
+endmodule
+
+module \\toy.inner (clk);
+  input clk;
+  reg [7:0] mem [3:0];
+endmodule
+"""
+
+
+def test_memory_hooks_reach_a_memory_inside_an_instance(tmp_path):
+    """The hooks go into the module that holds the memory at the path (``inner.mem``), their
+    controls stay the top's: a file loaded at start is dumped back from the instance."""
+    import shutil
+    from sim.runner import add_memory_hooks
+    text = add_memory_hooks(_TOY, "inner.mem")
+    top, inner = text.split("module \\toy.inner")
+    assert "reg tcore_dump = 1'b0;" in top and "$readmemh" not in top
+    assert "posedge toy.tcore_dump" in inner and "$writememh(tcore_memh_out, mem," in inner
+    assert add_memory_hooks(_TOY, "inner.other") == _TOY          # no such memory: unchanged
+    with pytest.raises(SimError, match="no instance outer in module toy"):
+        add_memory_hooks(_TOY, "outer.mem")
+    if shutil.which("iverilog") is None:
+        pytest.fail("iverilog not installed (apt-get install iverilog)")
+    src, exe = tmp_path / "toy.v", tmp_path / "toy.vvp"
+    src.write_text(text)
+    (tmp_path / "in.memh").write_text("11\n22\n33\n44\n")
+    subprocess.run(["iverilog", "-o", str(exe), "-s", "toy", str(src)], check=True)
+    subprocess.run(["vvp", "-n", str(exe), f"+TCORE_MEMH_IN={tmp_path / 'in.memh'}",
+                    f"+TCORE_MEMH_OUT={tmp_path / 'out.memh'}"], check=True, capture_output=True)
+    lines = (tmp_path / "out.memh").read_text().splitlines()
+    assert [w for line in lines for w in line.split("//")[0].split()] == ["22", "33"]
