@@ -4,9 +4,10 @@ Golden twin: :func:`golden.gemm.matmul_t`.
 """
 
 from amaranth import *
-from amaranth.lib import data, fifo, memory, wiring
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .dispenser import TileDispenser, tile_layout
 from .feeder import BeatFeeder, DrainD
 from .fragments import (MATRIX_A, MATRIX_B, METADATA, WORD_BITS, FragmentBank, LoadSignature,
                         StoreSignature, host_port)
@@ -52,11 +53,6 @@ class GemmConfig(data.Struct):
     e_base: ADDR_BITS
 
 
-class TileGrant(data.Struct):
-    ti: TILE_BITS
-    tj: TILE_BITS
-
-
 class StepInfo(data.Struct):
     """A loaded K step: the tile it belongs to, and whether it is the tile's first / last."""
     first: 1
@@ -86,7 +82,7 @@ class TileLoader(wiring.Component):
     def __init__(self):
         super().__init__({
             "cfg": In(GemmConfig), "run": In(1),
-            "tile_req": Out(1), "tile_ack": In(1), "tile": In(TileGrant), "tile_none": In(1),
+            "claim": Out(stream.Signature(0)), "tile": In(tile_layout(TILE_BITS)),
             "a_addr": Out(ADDR_BITS), "a_data": In(WORD_BITS),
             "b_addr": Out(ADDR_BITS), "b_data": In(WORD_BITS),
             "load": Out(LoadSignature()).array(2),
@@ -113,8 +109,8 @@ class TileLoader(wiring.Component):
         prod_a, prod_b = Signal(ADDR_BITS + 1), Signal(ADDR_BITS)
         a_next, b_next = Signal(ADDR_BITS), Signal(ADDR_BITS)      # the next step's first line
         e_next = Signal(ADDR_BITS + 2)
-        m.d.comb += self.tile_req.eq(self.run & ~have & ~self.tile_none)
-        with m.If(self.tile_req & self.tile_ack):
+        m.d.comb += self.claim.valid.eq(self.run & ~have & ~self.tile.none)
+        with m.If(self.claim.valid & self.claim.ready):
             m.d.sync += [have.eq(1), lti.eq(self.tile.ti), ltj.eq(self.tile.tj), lstep.eq(0),
                          prep.eq(2)]
         a_stride = cfg.steps.shift_left(1)        # words per row of A (32 bytes per step)
@@ -173,14 +169,14 @@ class TileLoader(wiring.Component):
 
 
 class TileStorer(wiring.Component):
-    """Stores finished tiles (``job``: accumulator and tile) to D, one word per clock with the
-    memory's ``d_ready``; the register file's read is one clock ahead of the write.  ``freed``
-    pulses (with ``acc``) when a tile's last word is written."""
+    """Stores finished tiles (the ``job`` stream: accumulator and tile) to D, one word per
+    clock with the memory's ``d_ready``; the register file's read is one clock ahead of the
+    write.  ``freed`` pulses (with ``acc``) when a tile's last word is written."""
 
     def __init__(self):
         super().__init__({
             "cfg": In(GemmConfig),
-            "job_valid": In(1), "job": In(InFlight), "job_ready": Out(1),
+            "job": In(stream.Signature(InFlight)),
             "store": Out(StoreSignature()),
             "d_addr": Out(ADDR_BITS), "d_data": Out(WORD_BITS), "d_en": Out(1), "d_ready": In(1),
             "freed": Out(1), "acc": Out(1), "busy": Out(1),
@@ -198,11 +194,12 @@ class TileStorer(wiring.Component):
         last = (line == 15) & (word == wpl - 1)
         # The tile's first address one clock after the job is taken (a registered product).
         prep, prod, col = Signal(), Signal(ADDR_BITS), Signal(ADDR_BITS)
-        m.d.comb += self.job_ready.eq(~active & ~vld & ~prep)
-        with m.If(self.job_valid & self.job_ready):
-            m.d.sync += [prep.eq(1), self.acc.eq(self.job.acc), line.eq(0), word.eq(0),
-                         prod.eq(self.job.ti.shift_left(4) * d_stride),
-                         col.eq(Mux(cfg.acc_f16, self.job.tj.shift_left(1), self.job.tj.shift_left(2)))]
+        job = self.job.payload
+        m.d.comb += self.job.ready.eq(~active & ~vld & ~prep)
+        with m.If(self.job.valid & self.job.ready):
+            m.d.sync += [prep.eq(1), self.acc.eq(job.acc), line.eq(0), word.eq(0),
+                         prod.eq(job.ti.shift_left(4) * d_stride),
+                         col.eq(Mux(cfg.acc_f16, job.tj.shift_left(1), job.tj.shift_left(2)))]
         with m.If(prep):
             m.d.sync += [prep.eq(0), active.eq(1), row.eq(cfg.d_base + prod + col)]
         written = vld & self.d_ready
@@ -255,7 +252,7 @@ class MatmulTWarp(wiring.Component):
         super().__init__({
             "cfg": In(GemmConfig),
             "run": In(1),                       # high while a GEMM runs; low clears the warp
-            "tile_req": Out(1), "tile_ack": In(1), "tile": In(TileGrant), "tile_none": In(1),
+            "claim": Out(stream.Signature(0)), "tile": In(tile_layout(TILE_BITS)),
             "a_addr": Out(ADDR_BITS), "a_data": In(WORD_BITS),
             "b_addr": Out(ADDR_BITS), "b_data": In(WORD_BITS),
             "d_addr": Out(ADDR_BITS), "d_data": Out(WORD_BITS), "d_en": Out(1), "d_ready": In(1),
@@ -319,9 +316,8 @@ class MatmulTWarp(wiring.Component):
         head = InFlight(wbq.r_data)
         m.d.comb += [drain.frag.eq(head.acc), wbq.r_en.eq(drain.done)]
         st_in = InFlight(stq.w_data)
-        m.d.comb += [stq.w_en.eq(drain.done & head.last), st_in.eq(head),
-                     storer.job_valid.eq(stq.r_rdy), storer.job.eq(stq.r_data),
-                     stq.r_en.eq(storer.job_ready)]
+        m.d.comb += [stq.w_en.eq(drain.done & head.last), st_in.eq(head)]
+        wiring.connect(m, stq.r_stream, storer.job)
         with m.If(storer.freed):
             m.d.comb += clr_busy.bit_select(storer.acc, 1).eq(1)
         m.d.sync += [pair_full.eq((pair_full | set_full) & ~clr_full),
@@ -353,10 +349,9 @@ class MatmulTWarp(wiring.Component):
         wiring.connect(m, core.o, drain.d)
         wiring.connect(m, drain.wr, bank.mma_wr)
         wiring.connect(m, storer.store, bank.store)
+        wiring.connect(m, wiring.flipped(self.claim), loader.claim)
         m.d.comb += [
-            loader.cfg.eq(cfg), loader.run.eq(self.run), self.tile_req.eq(loader.tile_req),
-            loader.tile_ack.eq(self.tile_ack), loader.tile.eq(self.tile),
-            loader.tile_none.eq(self.tile_none),
+            loader.cfg.eq(cfg), loader.run.eq(self.run), loader.tile.eq(self.tile),
             self.a_addr.eq(loader.a_addr), loader.a_data.eq(self.a_data),
             self.b_addr.eq(loader.b_addr), loader.b_data.eq(self.b_data),
             storer.cfg.eq(cfg), self.d_addr.eq(storer.d_addr), self.d_data.eq(storer.d_data),
@@ -435,15 +430,15 @@ class GemmTop(wiring.Component):
         run = Signal()
         total = Signal(2 * TILE_BITS)
 
-        next_ti, next_tj = Signal(TILE_BITS), Signal(TILE_BITS)
-        issued = Signal(2 * TILE_BITS)
+        m.submodules.dispenser = disp = TileDispenser(ports=self._cores, tile_bits=TILE_BITS)
+        m.d.comb += [disp.start.eq(self.start & ~run), disp.tiles_m.eq(self.cfg.tiles_m),
+                     disp.tiles_n.eq(self.cfg.tiles_n)]
         stored_now = Signal(range(self._cores + 1))
         beats_now = Signal(range(self._cores + 1))
         with m.If(self.start & ~run):
-            m.d.sync += [run.eq(1), cfg.eq(self.cfg), next_ti.eq(0), next_tj.eq(0), issued.eq(0),
+            m.d.sync += [run.eq(1), cfg.eq(self.cfg),
                          total.eq(self.cfg.tiles_m * self.cfg.tiles_n),
                          self.tiles_done.eq(0), self.cycles.eq(0), self.beats.eq(0), self.done.eq(0)]
-        granted = Signal()
         for w, warp in enumerate(self.warps):
             m.submodules[f"warp{w}"] = warp
             rd_a, rd_b = mem.read_port(), mem.read_port()
@@ -456,21 +451,8 @@ class GemmTop(wiring.Component):
             m.d.comb += [warp.cfg.eq(cfg), warp.run.eq(run),
                          rd_a.addr.eq(warp.a_addr), warp.a_data.eq(rd_a.data),
                          rd_b.addr.eq(warp.b_addr), warp.b_data.eq(rd_b.data),
-                         warp.tile.ti.eq(next_ti), warp.tile.tj.eq(next_tj),
-                         warp.tile_none.eq(issued == total)]
-            # One grant per clock, lowest-numbered requesting warp first.
-            with m.If(warp.tile_req & ~granted & (issued != total)):
-                m.d.comb += [warp.tile_ack.eq(1)]
-            granted_next = Signal(name=f"granted{w}")
-            m.d.comb += granted_next.eq(granted | (warp.tile_req & (issued != total)))
-            granted = granted_next
-        any_grant = granted
-        with m.If(run & any_grant):
-            m.d.sync += issued.eq(issued + 1)
-            with m.If(next_tj == cfg.tiles_n - 1):
-                m.d.sync += [next_tj.eq(0), next_ti.eq(next_ti + 1)]
-            with m.Else():
-                m.d.sync += next_tj.eq(next_tj + 1)
+                         warp.tile.eq(disp.tile)]
+            wiring.connect(m, warp.claim, disp.claims[w])
         m.d.comb += [stored_now.eq(sum(w.stored for w in self.warps)),
                      beats_now.eq(sum(w.beats for w in self.warps))]
         finished = Signal()

@@ -35,12 +35,13 @@ channel (a 16x16 A and B tile a K step: 64 beats of 128 bits).
 from functools import partial
 
 from amaranth import *
-from amaranth.lib import data, wiring
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from numerics.formats import INPUT_FORMATS
 
 from .axil import AxiLiteRegs
+from .dispenser import TileDispenser
 from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS
 from .regmap import ErrorCode, InFormat
 from .formats import InputKind
@@ -85,15 +86,27 @@ class AxiSignature(wiring.Signature):
         return self._dw
 
 
+class DmaRequest(data.Struct):
+    """One tile transfer: what a warp asks of the AXI4 master, and the payload of
+    :class:`TileDma`'s request streams (``rows`` and ``tag`` filled in by the master)."""
+    write: 1
+    addr: 64
+    stride: 32           # bytes between rows
+    rows: 5              # rows of the tile (a warp's tiles: 16)
+    row_words: 3         # 128-bit words a row
+    word: 7              # first scratch word
+    tag: 3               # the warp asking (its index): where the read data goes
+
+
 class TileDma(wiring.Component):
     """The AXI4 master: moves tiles of ``rows`` rows of ``row_words`` 128-bit words between AXI
     memory (row r at byte address ``addr + r * stride``) and a warp's scratch memory (word
     ``word`` on, rows packed).  A read engine and a write engine run at the same time, each
     with its own request port and its own AXI channels.
 
-    Reads (``rd_*``): a request is taken (``rd_valid`` and ``rd_ready`` in one clock) with its
-    ``rd_tag`` (the warp); the read addresses of its rows go out back to back (one a clock
-    while ``arready``), up to :attr:`MAX_READS` bursts in flight, while the data of earlier
+    Requests are streams of :class:`DmaRequest` (``rd``, ``wr``; ``write`` unused).  Reads: a
+    request is taken (``rd.valid`` and ``rd.ready`` in one clock) with its ``tag`` (the warp);
+    the read addresses of its rows go out back to back (one a clock while ``arready``), up to :attr:`MAX_READS` bursts in flight, while the data of earlier
     bursts arrives, in order (one ID).  The next request is taken as soon as every address
     of the current one has gone out, so the transfers of several warps follow each other on
     the bus without a gap: a queue of two transfers (the one whose data is arriving, the one
@@ -103,7 +116,7 @@ class TileDma(wiring.Component):
     data of the bursts already asked for is taken and dropped, and every transfer ends with
     that error, later ones at once.
 
-    Writes (``wr_*``): one transfer at a time; its bursts' addresses go out back to back, up
+    Writes (``wr``): one transfer at a time; its bursts' addresses go out back to back, up
     to :attr:`MAX_WRITES` bursts in flight, the data one beat a clock (the scratch words read
     ahead), WLAST on each burst's last beat.  ``wr_done`` pulses when every burst is answered;
     after a non-OKAY response (``wr_error``, kept until ``clear``) no further address is sent,
@@ -119,16 +132,12 @@ class TileDma(wiring.Component):
     def __init__(self, *, addr_width: int = 32, data_width: int = 128):
         self._aw, self._dw = addr_width, data_width
         sbits = (SCRATCH_WORDS - 1).bit_length()
-        req = {"addr": In(addr_width), "stride": In(32), "rows": In(5), "row_words": In(3),
-               "word": In(sbits)}
         super().__init__({
             "axi": Out(AxiSignature(addr_width, data_width)),
             "clear": In(1), "busy": Out(1), "rd_busy": Out(1), "wr_busy": Out(1),
-            "rd_valid": In(1), "rd_ready": Out(1), "rd_tag": In(3),
-            **{f"rd_{k}": v for k, v in req.items()},
+            "rd": In(stream.Signature(DmaRequest)),
             "rd_done": Out(1), "rd_done_tag": Out(3), "rd_error": Out(2),
-            "wr_valid": In(1), "wr_ready": Out(1),
-            **{f"wr_{k}": v for k, v in req.items()},
+            "wr": In(stream.Signature(DmaRequest)),
             "wr_done": Out(1), "wr_error": Out(2),
             "sw_addr": Out(sbits), "sw_data": Out(WORD_BITS), "sw_en": Out(1), "sw_tag": Out(3),
             "sr_addr": Out(sbits), "sr_data": In(WORD_BITS),
@@ -159,7 +168,7 @@ class TileDma(wiring.Component):
         the burst's beats, fire, and the signal that closes the transfer this clock)."""
         aw, per_word = self._aw, WORD_BITS // self._dw
         beat_bytes = self._dw // 8
-        req = {k: getattr(self, f"{prefix}_{k}") for k in ("addr", "stride", "rows", "row_words")}
+        req = getattr(self, prefix).payload
         rows, row_words, row, stride = Signal(5), Signal(3), Signal(5), Signal(32)
         row_addr, ptr = Signal(aw, name=f"{prefix}_row_addr"), Signal(aw, name=f"{prefix}_ptr")
         beats_left = Signal(5, name=f"{prefix}_beats_left")    # of the row, not yet asked for
@@ -186,9 +195,9 @@ class TileDma(wiring.Component):
         with m.If(close):
             m.d.sync += [opened.eq(0), issuing.eq(0)]
         with m.If(take):
-            m.d.sync += [rows.eq(req["rows"]), row_words.eq(req["row_words"]), row.eq(0),
-                         stride.eq(req["stride"]), ptr.eq(req["addr"]), row_addr.eq(req["addr"]),
-                         beats_left.eq(req["row_words"] * per_word),
+            m.d.sync += [rows.eq(req.rows), row_words.eq(req.row_words), row.eq(0),
+                         stride.eq(req.stride), ptr.eq(req.addr), row_addr.eq(req.addr),
+                         beats_left.eq(req.row_words * per_word),
                          issuing.eq(~failed), opened.eq(~failed), valid.eq(~failed & limit_ok)]
         return opened, ptr, burst, fire, close
 
@@ -219,7 +228,7 @@ class TileDma(wiring.Component):
         head_closed = v[1] | ~opened
         done = v[0] & (pend[0] == 0) & head_closed
         m.d.comb += [self.rd_done.eq(done), self.rd_done_tag.eq(tag[0]), self.rd_error.eq(err),
-                     self.rd_ready.eq(~v[1] & ~opened), take.eq(self.rd_valid & self.rd_ready)]
+                     self.rd.ready.eq(~v[1] & ~opened), take.eq(self.rd.valid & self.rd.ready)]
         # Data arrives for entry 0 while it has bursts in flight, else for entry 1 (entry 0
         # is then done, or nothing is in flight).
         sel = pend[0] == 0
@@ -254,7 +263,7 @@ class TileDma(wiring.Component):
             slot = v[0] & ~done
             for i in range(2):
                 with m.If(slot == i):
-                    m.d.sync += [v[i].eq(1), tag[i].eq(self.rd_tag), word[i].eq(self.rd_word),
+                    m.d.sync += [v[i].eq(1), tag[i].eq(self.rd.payload.tag), word[i].eq(self.rd.payload.word),
                                  pend[i].eq(0)]
         with m.If(self.clear):
             m.d.sync += err.eq(0)
@@ -328,12 +337,12 @@ class TileDma(wiring.Component):
         with m.If(fetch):
             m.d.sync += [rd_word.eq(rd_word + 1), words_left.eq(words_left - 1)]
         m.d.comb += [self.wr_done.eq(done), self.wr_error.eq(err),
-                     self.wr_ready.eq(~active), take.eq(self.wr_valid & ~active)]
+                     self.wr.ready.eq(~active), take.eq(self.wr.valid & ~active)]
         with m.If(done):
             m.d.sync += [active.eq(0), qv[0].eq(0), qv[1].eq(0), sub.eq(0)]
         with m.If(take):
-            m.d.sync += [active.eq(1), rd_word.eq(self.wr_word), sub.eq(0),
-                         words_left.eq(self.wr_rows * self.wr_row_words)]
+            m.d.sync += [active.eq(1), rd_word.eq(self.wr.payload.word), sub.eq(0),
+                         words_left.eq(self.wr.payload.rows * self.wr.payload.row_words)]
         with m.If(self.clear):
             m.d.sync += err.eq(0)
         return active
@@ -369,21 +378,14 @@ class TileClaim(data.Struct):
     d_ptr: 64            # D[16 ti][16 tj]
 
 
-class DmaRequest(data.Struct):
-    """One tile transfer a warp asks of the AXI4 master (:class:`TileDma`'s start fields)."""
-    write: 1
-    addr: 64
-    stride: 32           # bytes between rows
-    row_words: 3         # 128-bit words a row
-    word: 7              # first scratch word
 
 
 class TileWorker(wiring.Component):
     """One warp of the ``soc`` design and its walk over the D tiles it claims.
 
-    After ``go``, the worker claims a tile (``claim`` until ``granted``; ``tile.none`` means
-    the GEMM has no tile left and the worker goes idle), then for that tile: C into the
-    accumulator (``dma_req`` a read of the C tile, then ``load_matrix_sync``) or
+    After ``go``, the worker claims a tile (the ``claim`` stream's valid until its ready, from
+    the tile dispenser; ``tile.none`` means the GEMM has no tile left and the worker goes
+    idle), then for that tile: C into the accumulator (``dma_req`` a read of the C tile, then ``load_matrix_sync``) or
     ``fill_fragment(c, 0)``; per 16-wide step of K a read of the A tile and of the B tile,
     their ``load_matrix_sync`` and one ``mma_sync``; ``store_matrix_sync`` and a write of the D
     tile; then the next claim.  A transfer is asked with ``dma_req`` held until ``dma_done``.
@@ -392,14 +394,16 @@ class TileWorker(wiring.Component):
     operation under way finishes, none is started.  ``fail`` pulses with ``fail_code`` when one
     of this worker's transfers or WMMA operations failed.  ``mma_done`` pulses per ``mma_sync``
     (64 beats).  ``host_*`` is the warp's scratch memory (2 KiB), written and read by the DMA.
+    ``index``: the warp's number, the ``tag`` of its transfers.
     """
 
-    def __init__(self, *, lanes: int = 64):
+    def __init__(self, *, lanes: int = 64, index: int = 0):
         self.warp = WarpTop(mem_words=SCRATCH_WORDS, lanes=lanes)
+        self._index = index
         sbits = (SCRATCH_WORDS - 1).bit_length()
         super().__init__({
             "cfg": In(RunConfig), "go": In(1), "stop": In(1), "idle": Out(1),
-            "claim": Out(1), "granted": In(1), "tile": In(TileClaim),
+            "claim": Out(stream.Signature(0)), "tile": In(TileClaim),
             "dma_req": Out(1), "dma": Out(DmaRequest), "dma_done": In(1), "dma_error": In(2),
             "fail": Out(1), "fail_code": Out(ErrorCode), "mma_done": Out(1),
             "host_addr": In(sbits), "host_wdata": In(WORD_BITS), "host_we": In(1),
@@ -444,10 +448,11 @@ class TileWorker(wiring.Component):
                 with m.If(self.go):
                     m.next = "CLAIM"
             with m.State("CLAIM"):
-                m.d.comb += self.claim.eq(~self.stop)
-                with m.If(self.stop | (self.granted & self.tile.none)):
+                granted = self.claim.valid & self.claim.ready
+                m.d.comb += self.claim.valid.eq(~self.stop)
+                with m.If(self.stop | (granted & self.tile.none)):
                     m.next = "IDLE"
-                with m.Elif(self.granted):
+                with m.Elif(granted):
                     m.d.sync += [kk.eq(0), a_row.eq(self.tile.a_row), b_ptr.eq(self.tile.b_col),
                                  c_ptr.eq(self.tile.c_ptr), d_ptr.eq(self.tile.d_ptr)]
                     with m.If(cfg.c_given):
@@ -505,7 +510,8 @@ class TileWorker(wiring.Component):
         with m.State(name):
             m.d.comb += [self.dma_req.eq(~self.stop), self.dma.write.eq(write),
                          self.dma.addr.eq(addr), self.dma.stride.eq(ldx << stride_shift),
-                         self.dma.row_words.eq(row_words), self.dma.word.eq(word)]
+                         self.dma.rows.eq(16), self.dma.row_words.eq(row_words),
+                         self.dma.word.eq(word), self.dma.tag.eq(self._index)]
             with m.If(self.dma_done):
                 with m.If(self.dma_error != 0):
                     slv = ErrorCode.WRITE_SLVERR if write else ErrorCode.READ_SLVERR
@@ -607,7 +613,7 @@ class GemmSoc(wiring.Component):
             "cores": cores, "data_bytes_log2": (data_width // 8).bit_length() - 1,
             "max_tiles_log2": MAX_TILES_LOG2}})
         self.dma = TileDma(addr_width=addr_width, data_width=data_width)
-        self.workers = [TileWorker(lanes=lanes) for _ in range(cores)]
+        self.workers = [TileWorker(lanes=lanes, index=i) for i in range(cores)]
         members = {}
         members.update(flat_members("s_axil", self.regs.signature.members["bus"]))
         members.update(flat_members("m_axi", self.dma.signature.members["axi"]))
@@ -639,8 +645,7 @@ class GemmSoc(wiring.Component):
 
         code, fmt_bad, eight = self._checks(m, cfg, cm, cn, ck, base, ld)
 
-        walk = self._dispenser(m, cfg, base, ld, workers)
-        ti, tj, tiles_m, tiles_n, left, a_row, b_col, c_row, d_row = walk
+        disp, a_row, b_col, c_row, d_row = self._dispenser(m, cfg, base, ld, workers)
 
         pending = self._master(m, dma, workers)
 
@@ -665,11 +670,12 @@ class GemmSoc(wiring.Component):
                     m.next = "FINISH"
                 with m.Else():
                     m.d.comb += go.eq(1)
-                    m.d.sync += [ti.eq(0), tj.eq(0), tiles_m.eq(cm[4:15]), tiles_n.eq(cn[4:15]),
-                                 cfg.steps.eq(Mux(cfg.kind == InputKind.TF32, ck[3:15],
+                    m.d.comb += [disp.start.eq(1), disp.tiles_m.eq(cm[4:15]),
+                                 disp.tiles_n.eq(cn[4:15])]
+                    m.d.sync += [cfg.steps.eq(Mux(cfg.kind == InputKind.TF32, ck[3:15],
                                                   Mux(eight, ck[5:15], ck[4:15]))),
                                  a_row.eq(base["a"]), b_col.eq(base["b"]), c_row.eq(base["c"]),
-                                 d_row.eq(base["d"]), left.eq(1)]
+                                 d_row.eq(base["d"])]
                     m.next = "RUN"
             with m.State("RUN"):
                 # A warp told to stop may leave while the transfer it asked for runs on.
@@ -751,22 +757,22 @@ class GemmSoc(wiring.Component):
         return code, fmt_bad, eight
 
     def _dispenser(self, m, cfg, base, ld, workers):
-        """The tile dispenser: the next D tile in row-major order to the warp that claims it
-        (one a clock), with its operands' first byte addresses."""
-        ti, tj = Signal(10), Signal(10)
-        tiles_m, tiles_n = Signal(11), Signal(11)
-        left = Signal()
+        """The tile dispenser (:class:`rtl.dispenser.TileDispenser`: the next D tile in
+        row-major order to the warp that claims it, one a clock) and the byte addresses of
+        the tile's operands, stepped with each tile handed out."""
+        m.submodules.dispenser = disp = TileDispenser(ports=len(workers), tile_bits=11)
         a_row, c_row, d_row = (Signal(64, name=f"{x}_tile_row") for x in "acd")
         acc_f16 = cfg.acc_f16
+        tj = disp.tile.tj
         col_bytes = Mux(acc_f16, tj.shift_left(5), tj.shift_left(6))     # 16 tj C/D elements
-        claim_pick, claim_any = _round_robin(m, [w.claim for w in workers], None, "claim")
         tile = Signal(TileClaim)
         # B's tile column: 16 tj elements along a row of B, or 16 tj rows of B^T
         b_col = Signal(64)
-        m.d.comb += [tile.none.eq(~left), tile.a_row.eq(a_row), tile.b_col.eq(b_col),
+        m.d.comb += [tile.none.eq(disp.tile.none), tile.a_row.eq(a_row), tile.b_col.eq(b_col),
                      tile.c_ptr.eq(c_row + col_bytes), tile.d_ptr.eq(d_row + col_bytes)]
         for i, w in enumerate(workers):
-            m.d.comb += [w.tile.eq(tile), w.granted.eq(claim_any & (claim_pick == i))]
+            wiring.connect(m, w.claim, disp.claims[i])
+            m.d.comb += w.tile.eq(tile)
         # The pointers' steps are constant for a run: registered (the configuration is latched
         # two clocks before the first claim), so that a grant moves each pointer by one add.
         a_step, b_step, c_step, d_step = (Signal(64, name=f"{x}_step") for x in "abcd")
@@ -774,16 +780,13 @@ class GemmSoc(wiring.Component):
                      b_step.eq(Mux(cfg.b_cols, (ld["b"] << cfg.esh).shift_left(4), 32)),
                      c_step.eq(Mux(acc_f16, ld["c"].shift_left(5), ld["c"].shift_left(6))),
                      d_step.eq(Mux(acc_f16, ld["d"].shift_left(5), ld["d"].shift_left(6)))]
-        with m.If(claim_any & left):
-            with m.If(tj == tiles_n - 1):
-                m.d.sync += [tj.eq(0), ti.eq(ti + 1), b_col.eq(base["b"]),
-                             a_row.eq(a_row + a_step), c_row.eq(c_row + c_step),
-                             d_row.eq(d_row + d_step)]
-                with m.If(ti == tiles_m - 1):
-                    m.d.sync += left.eq(0)
+        with m.If(disp.advance):
+            with m.If(disp.tile.row_end):
+                m.d.sync += [b_col.eq(base["b"]), a_row.eq(a_row + a_step),
+                             c_row.eq(c_row + c_step), d_row.eq(d_row + d_step)]
             with m.Else():
-                m.d.sync += [tj.eq(tj + 1), b_col.eq(b_col + b_step)]
-        return ti, tj, tiles_m, tiles_n, left, a_row, b_col, c_row, d_row
+                m.d.sync += b_col.eq(b_col + b_step)
+        return disp, a_row, b_col, c_row, d_row
 
     def _master(self, m, dma, workers):
         """The AXI4 master shared by the warps: reads and writes at once, each side round
@@ -796,15 +799,10 @@ class GemmSoc(wiring.Component):
         rd_pick, rd_any = _round_robin(m, [r & ~wr for r, wr in wants], rd_last, "rd")
         wr_pick, wr_any = _round_robin(m, [r & wr for r, wr in wants], wr_last, "wr")
         wr_owner = Signal(range(max(2, len(workers))))
-        rd_take, wr_take = rd_any & dma.rd_ready, wr_any & dma.wr_ready
-        for side, pick in (("rd", rd_pick), ("wr", wr_pick)):
+        rd_take, wr_take = rd_any & dma.rd.ready, wr_any & dma.wr.ready
+        for port, pick, any_ in ((dma.rd, rd_pick, rd_any), (dma.wr, wr_pick, wr_any)):
             r = reqs[pick]
-            m.d.comb += [getattr(dma, f"{side}_addr").eq(r.addr),
-                         getattr(dma, f"{side}_stride").eq(r.stride),
-                         getattr(dma, f"{side}_rows").eq(16),
-                         getattr(dma, f"{side}_row_words").eq(r.row_words),
-                         getattr(dma, f"{side}_word").eq(r.word)]
-        m.d.comb += [dma.rd_valid.eq(rd_any), dma.rd_tag.eq(rd_pick), dma.wr_valid.eq(wr_any)]
+            m.d.comb += [port.valid.eq(any_), port.payload.eq(r)]
         with m.If(rd_take):
             m.d.sync += rd_last.eq(rd_pick)
         with m.If(wr_take):

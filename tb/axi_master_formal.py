@@ -52,8 +52,16 @@ def shipped(**kw) -> "AxiMasterHarness":
 _SLAVE = ("awready", "wready", "bid", "bresp", "bvalid", "arready", "rid", "rdata", "rresp",
           "rlast", "rvalid")
 _FIELDS = ("addr", "stride", "rows", "row_words", "word")
-_REQUEST = ("rd_valid", "rd_tag", *(f"rd_{f}" for f in _FIELDS), "wr_valid",
-            *(f"wr_{f}" for f in _FIELDS), "clear")
+# The harness's request inputs, each the DUT's stream member it drives.
+_REQUEST = {"rd_valid": ("rd", "valid"), "rd_tag": ("rd", "tag"),
+            **{f"rd_{f}": ("rd", f) for f in _FIELDS}, "wr_valid": ("wr", "valid"),
+            **{f"wr_{f}": ("wr", f) for f in _FIELDS}}
+
+
+def _request_port(dut, name):
+    side, field = _REQUEST[name]
+    port = getattr(dut, side)
+    return port.valid if field == "valid" else getattr(port.payload, field)
 
 
 class AxiMasterHarness(wiring.Component):
@@ -82,7 +90,10 @@ class AxiMasterHarness(wiring.Component):
         sig = self.dma.signature.members
         axi = sig["axi"].signature.members
         members = {name: In(axi[name].shape) for name in _SLAVE}
-        members.update({name: In(sig[name].shape) for name in _REQUEST})
+        # Addresses as wide as the master's (the stream's field is 64 bits; it takes the low ones).
+        members.update({name: In(self.dma._aw if name.endswith("_addr")
+                                 else len(_request_port(self.dma, name))) for name in _REQUEST})
+        members["clear"] = In(1)
         members["sr_data"] = In(sig["sr_data"].shape)
         members["fault"] = In(1)
         super().__init__(members)
@@ -94,7 +105,8 @@ class AxiMasterHarness(wiring.Component):
         for name in _SLAVE:
             m.d.comb += getattr(axi, name).eq(getattr(self, name))
         for name in _REQUEST:
-            m.d.comb += getattr(dut, name).eq(getattr(self, name))
+            m.d.comb += _request_port(dut, name).eq(getattr(self, name))
+        m.d.comb += dut.clear.eq(self.clear)
         m.d.comb += dut.sr_data.eq(self.sr_data)
 
         first = Signal(init=1, reset_less=True)
@@ -152,7 +164,7 @@ class AxiMasterHarness(wiring.Component):
         # Read transfers taken and not done (at most two: the one receiving data, the one
         # sending addresses), each with its tag and a sequence bit; every read burst carries
         # the sequence bit of the newest transfer taken (only it may send addresses).
-        rd_take = self.rd_valid & dut.rd_ready
+        rd_take = self.rd_valid & dut.rd.ready
         tq = Array(Signal(3, name=f"tq{i}") for i in range(4))
         sq = Array(Signal(name=f"sq{i}") for i in range(4))
         t_head, t_tail, t_count = Signal(2), Signal(2), Signal(3)
