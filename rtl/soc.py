@@ -88,7 +88,7 @@ class AxiSignature(wiring.Signature):
 
 class DmaRequest(data.Struct):
     """One tile transfer: what a warp asks of the AXI4 master, and the payload of
-    :class:`TileDma`'s request streams (``rows`` and ``tag`` filled in by the master)."""
+    :class:`TileDma`'s request streams."""
     write: 1
     addr: 64
     stride: 32           # bytes between rows
@@ -106,8 +106,9 @@ class TileDma(wiring.Component):
 
     Requests are streams of :class:`DmaRequest` (``rd``, ``wr``; ``write`` unused).  Reads: a
     request is taken (``rd.valid`` and ``rd.ready`` in one clock) with its ``tag`` (the warp);
-    the read addresses of its rows go out back to back (one a clock while ``arready``), up to :attr:`MAX_READS` bursts in flight, while the data of earlier
-    bursts arrives, in order (one ID).  The next request is taken as soon as every address
+    the read addresses of its rows go out back to back (one a clock while ``arready``), up to
+    :attr:`MAX_READS` bursts in flight, while the data of earlier bursts arrives, in order (one
+    ID).  The next request is taken as soon as every address
     of the current one has gone out, so the transfers of several warps follow each other on
     the bus without a gap: a queue of two transfers (the one whose data is arriving, the one
     whose addresses go out) routes each word to its warp (``sw_*`` with ``sw_tag``).
@@ -263,8 +264,8 @@ class TileDma(wiring.Component):
             slot = v[0] & ~done
             for i in range(2):
                 with m.If(slot == i):
-                    m.d.sync += [v[i].eq(1), tag[i].eq(self.rd.payload.tag), word[i].eq(self.rd.payload.word),
-                                 pend[i].eq(0)]
+                    m.d.sync += [v[i].eq(1), tag[i].eq(self.rd.payload.tag),
+                                 word[i].eq(self.rd.payload.word), pend[i].eq(0)]
         with m.If(self.clear):
             m.d.sync += err.eq(0)
         return v[0]
@@ -378,15 +379,13 @@ class TileClaim(data.Struct):
     d_ptr: 64            # D[16 ti][16 tj]
 
 
-
-
 class TileWorker(wiring.Component):
     """One warp of the ``soc`` design and its walk over the D tiles it claims.
 
     After ``go``, the worker claims a tile (the ``claim`` stream's valid until its ready, from
     the tile dispenser; ``tile.none`` means the GEMM has no tile left and the worker goes
-    idle), then for that tile: C into the accumulator (``dma_req`` a read of the C tile, then ``load_matrix_sync``) or
-    ``fill_fragment(c, 0)``; per 16-wide step of K a read of the A tile and of the B tile,
+    idle), then for that tile: C into the accumulator (``dma_req`` a read of the C tile, then
+    ``load_matrix_sync``) or ``fill_fragment(c, 0)``; per 16-wide step of K a read of the A tile and of the B tile,
     their ``load_matrix_sync`` and one ``mma_sync``; ``store_matrix_sync`` and a write of the D
     tile; then the next claim.  A transfer is asked with ``dma_req`` held until ``dma_done``.
 
