@@ -115,17 +115,6 @@ def test_synth_refuses_unknown_router(capsys):
         synth("fp4dec", router="router3")
 
 
-def test_density_reaches_the_placer_and_is_checked(capsys):
-    """--density D becomes nextpnr's --placer-heap-beta D (absent without it); a density
-    outside 0.1-1.0 is refused before any tool runs."""
-    from sim.synth import nextpnr_args
-    args = nextpnr_args("mma4", "ecp5-85k", 100.0, density=0.6)
-    assert args[args.index("--placer-heap-beta") + 1] == "0.6"
-    assert "--placer-heap-beta" not in nextpnr_args("mma4", "ecp5-85k", 100.0)
-    assert main(["synth", "--design", "fp4dec", "--density", "1.5"]) == 2
-    assert "density must be between 0.1 and 1.0" in capsys.readouterr().err
-
-
 def test_placed_fmax_takes_each_clocks_last_estimate():
     from sim.synth import placed_fmax
     log = ("Info: Max frequency for clock 'clk': 40.10 MHz (FAIL at 100.00 MHz)\n"
