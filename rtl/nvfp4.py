@@ -13,6 +13,8 @@ Golden twin: :mod:`golden.nvfp4`.
 This is FP4 decode + Hopper FP16/BF16 arithmetic, not Blackwell's native FP4 datapath.
 """
 
+from typing import NamedTuple
+
 from amaranth import *
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -220,6 +222,26 @@ class Fp4Config(data.Struct):
     mx: 1
 
 
+class _DecodeWalk(NamedTuple):
+    """The decode phase's state and addresses (:meth:`Fp4GemmTop._decode_walk`): region (0 =
+    A, 1 = B), output word ``w``, B's element row ``k`` and word column ``j``, ``srow`` =
+    (k >> block_shift) * N, the code word read."""
+    region: Signal
+    w: Signal
+    k: Signal
+    j: Signal
+    srow: Signal
+    code_word: Signal
+    n_words: Signal
+    n: Signal
+    d_words: Signal
+    block_mask: Value
+    code_addr: Value
+    scale_addr: Value
+    dst_addr: Value
+    words: Value
+
+
 class Fp4GemmTop(wiring.Component):
     """The ``fp4gemm`` design: decode front end + GEMM top + tensor-scale epilogue.
 
@@ -268,8 +290,53 @@ class Fp4GemmTop(wiring.Component):
             m.d.comb += [gemm.host_addr.eq(self.host_addr), gemm.host_wdata.eq(self.host_wdata),
                          gemm.host_we.eq(self.host_we)]
 
-        # Decode progress: region (0 = A, 1 = B), output word w, and for B the element row k
-        # and word column j (N/8 words per row), with srow = (k >> block_shift) * N.
+        walk = self._decode_walk(m, cfg, fcfg, dec, gemm.host_rdata)
+        with m.If(running):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+        m.d.comb += self.busy.eq(running)
+
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [cfg.eq(self.cfg), cfg.kind.eq(Mux(self.fcfg.mx, InputKind.BF16, InputKind.FP16)), cfg.acc_f16.eq(0),
+                                 fcfg.eq(self.fcfg), running.eq(1), self.done.eq(0),
+                                 self.cycles.eq(0), walk.region.eq(0), walk.w.eq(0),
+                                 walk.k.eq(0), walk.j.eq(0), walk.srow.eq(0)]
+                    m.next = "RD_CODE"
+            with m.State("RD_CODE"):
+                m.d.comb += addr.eq(walk.code_addr)
+                m.next = "RD_SCALE"
+            with m.State("RD_SCALE"):
+                m.d.comb += addr.eq(walk.scale_addr)
+                m.d.sync += walk.code_word.eq(gemm.host_rdata)
+                m.next = "WR"
+            with m.State("WR"):
+                m.d.comb += [addr.eq(walk.dst_addr), wdata.eq(dec.values), we.eq(1)]
+                self._step_decode(m, walk)
+            with m.State("GEMM"):
+                m.d.comb += gemm.start.eq(1)
+                m.next = "GEMM_WAIT"
+            with m.State("GEMM_WAIT"):
+                with m.If(gemm.done & ~gemm.busy):
+                    m.next = "EPI_RD"
+            with m.State("EPI_RD"):
+                m.d.comb += addr.eq(cfg.d_base + walk.w)
+                m.next = "EPI_WR"
+            with m.State("EPI_WR"):
+                m.d.comb += [scale.word.eq(gemm.host_rdata), addr.eq(cfg.d_base + walk.w),
+                             wdata.eq(scale.out), we.eq(1)]
+                with m.If(walk.w == walk.d_words - 1):
+                    m.d.sync += [running.eq(0), self.done.eq(1)]
+                    m.next = "IDLE"
+                with m.Else():
+                    m.d.sync += walk.w.eq(walk.w + 1)
+                    m.next = "EPI_RD"
+        return m
+
+    @staticmethod
+    def _decode_walk(m, cfg, fcfg, dec, sword):
+        """The decode phase's counters and addresses (:class:`_DecodeWalk`), the decoder fed
+        from the code word and ``sword``, the scale word read."""
         region = Signal()
         w = Signal(ADDR_BITS)
         k, j = Signal(TILE_BITS + 4), Signal(TILE_BITS + 1)
@@ -295,67 +362,31 @@ class Fp4GemmTop(wiring.Component):
         nib = Signal(32)
         m.d.comb += nib.eq(code_word.word_select(w[0:2], 32))
         scales = Signal(64)
-        sword = gemm.host_rdata
         with m.If(region):
             m.d.comb += scales.eq(sword.word_select(b_sidx[3], 64))
         with m.Else():
             m.d.comb += scales.eq(Cat(*[sword.word_select(a_sidx[0:4], 8)] * 8))
         m.d.comb += [dec.codes.eq(nib), dec.scales.eq(scales)]
         words = Mux(region, b_words, a_words)
+        return _DecodeWalk(region, w, k, j, srow, code_word, n_words, n, d_words, block_mask,
+                           code_addr, scale_addr, dst_addr, words)
 
-        with m.If(running):
-            m.d.sync += self.cycles.eq(self.cycles + 1)
-        m.d.comb += self.busy.eq(running)
-
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.start):
-                    m.d.sync += [cfg.eq(self.cfg), cfg.kind.eq(Mux(self.fcfg.mx, InputKind.BF16, InputKind.FP16)), cfg.acc_f16.eq(0),
-                                 fcfg.eq(self.fcfg), running.eq(1), self.done.eq(0),
-                                 self.cycles.eq(0), region.eq(0), w.eq(0), k.eq(0), j.eq(0),
-                                 srow.eq(0)]
-                    m.next = "RD_CODE"
-            with m.State("RD_CODE"):
-                m.d.comb += addr.eq(code_addr)
-                m.next = "RD_SCALE"
-            with m.State("RD_SCALE"):
-                m.d.comb += addr.eq(scale_addr)
-                m.d.sync += code_word.eq(gemm.host_rdata)
-                m.next = "WR"
-            with m.State("WR"):
-                m.d.comb += [addr.eq(dst_addr), wdata.eq(dec.values), we.eq(1)]
-                # Advance w, and B's row/column counters.
-                with m.If(j == n_words - 1):
-                    m.d.sync += [j.eq(0), k.eq(k + 1)]
-                    with m.If(((k + 1) & block_mask) == 0):
-                        m.d.sync += srow.eq(srow + n)
-                with m.Else():
-                    m.d.sync += j.eq(j + 1)
-                with m.If(w == words - 1):
-                    m.d.sync += [w.eq(0), region.eq(1), k.eq(0), j.eq(0), srow.eq(0)]
-                    with m.If(region):
-                        m.next = "GEMM"
-                    with m.Else():
-                        m.next = "RD_CODE"
-                with m.Else():
-                    m.d.sync += w.eq(w + 1)
-                    m.next = "RD_CODE"
-            with m.State("GEMM"):
-                m.d.comb += gemm.start.eq(1)
-                m.next = "GEMM_WAIT"
-            with m.State("GEMM_WAIT"):
-                with m.If(gemm.done & ~gemm.busy):
-                    m.next = "EPI_RD"
-            with m.State("EPI_RD"):
-                m.d.comb += addr.eq(cfg.d_base + w)
-                m.next = "EPI_WR"
-            with m.State("EPI_WR"):
-                m.d.comb += [scale.word.eq(gemm.host_rdata), addr.eq(cfg.d_base + w),
-                             wdata.eq(scale.out), we.eq(1)]
-                with m.If(w == d_words - 1):
-                    m.d.sync += [running.eq(0), self.done.eq(1)]
-                    m.next = "IDLE"
-                with m.Else():
-                    m.d.sync += w.eq(w + 1)
-                    m.next = "EPI_RD"
-        return m
+    @staticmethod
+    def _step_decode(m, walk):
+        """The WR state's step: the next output word and B's row/column counters; after the
+        last word of A, B's first (state RD_CODE), after B's, the GEMM."""
+        with m.If(walk.j == walk.n_words - 1):
+            m.d.sync += [walk.j.eq(0), walk.k.eq(walk.k + 1)]
+            with m.If(((walk.k + 1) & walk.block_mask) == 0):
+                m.d.sync += walk.srow.eq(walk.srow + walk.n)
+        with m.Else():
+            m.d.sync += walk.j.eq(walk.j + 1)
+        with m.If(walk.w == walk.words - 1):
+            m.d.sync += [walk.w.eq(0), walk.region.eq(1), walk.k.eq(0), walk.j.eq(0), walk.srow.eq(0)]
+            with m.If(walk.region):
+                m.next = "GEMM"
+            with m.Else():
+                m.next = "RD_CODE"
+        with m.Else():
+            m.d.sync += walk.w.eq(walk.w + 1)
+            m.next = "RD_CODE"
