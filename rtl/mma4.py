@@ -751,41 +751,19 @@ class MMA4(wiring.Component):
         grp_data = {2: [f2, sp2, fl2]}
         for s in (3, 4, 5):
             grp_data[s] = _reg(m, grp_data[s - 1], f"l{s}_grp")
-        fl3 = grp_data[3][2]
-        cx4 = []
-        for x in range(n):
-            t = coarse(addend_shift(m, c3[x], dc3[x], 1), fl3.fp8, fl3.wide, self._grid_bits)
-            fp = Cat(t ^ cn3[x].replicate(ADDEND_TERM_BITS), cn3[x]).as_signed()
-            # INT8: c3 is C's low 24 bits << ADDEND_SHIFT, unshifted (dc = 0).
-            s32 = Cat(c3[x][ADDEND_SHIFT:ADDEND_SHIFT + 24], ch3[x]).as_signed()
-            cx4.append(Mux(fl3.int8, extend(s32, ACC_WIDTH), extend(fp, ACC_WIDTH)).as_signed())
+        cx4 = self._addend_terms(m, c3, dc3, cn3, ch3, grp_data[3][2])
         cx4, cn4 = _reg(m, cx4, "l4_cx"), _reg(m, cn3, "l4_cn")
         cx5, cn5 = _reg(m, cx4, "l5_cx"), _reg(m, cn4, "l5_cn")
 
         # L5 -> L6: the product mux and the first adder level.  Each of the five ones'
         # complement terms owes +1 when negative: t0's and t2's ride on these carry-ins, t1's
         # and t3's on the next level, C's on the accumulator.
-        fp8_5, wide_5 = grp_data[5][2].fp8, grp_data[5][2].wide
-        base = self._grid_bits          # the generation's grid for the 16-bit kinds (Hopper: 0)
-        ab6, owe6 = [], []
-        for x in range(n):
-            t = [product_term(prods[4 * x + k], q5[4 * x + k], n5[4 * x + k], fp8_5, wide_5, base) for k in range(4)]
-            nk = n5[4 * x:4 * x + 4]
-            ab6.append(Cat(add_cin(t[0], t[1], nk[0], PAIR_BITS), add_cin(t[2], t[3], nk[2], PAIR_BITS)))
-            owe6.append(Cat(nk[1], nk[3]))
-        ab6, owe6 = _reg(m, ab6, "l6_ab"), _reg(m, owe6, "l6_owe")
+        ab6, owe6 = self._first_adders(m, prods, q5, n5, grp_data[5][2])
         cx6, cn6 = _reg(m, cx5, "l6_cx"), _reg(m, cn5, "l6_cn")
         grp6 = _reg(m, grp_data[5], "l6_grp")
 
         # L6 -> L7: A + B + C as a carry-save step and one chain.
-        s7 = []
-        for x in range(n):
-            a = extend(ab6[x][:PAIR_BITS].as_signed(), ACC_WIDTH)
-            b = extend(ab6[x][PAIR_BITS:].as_signed(), ACC_WIDTH)
-            c = extend(cx6[x], ACC_WIDTH)
-            ssum, cy = a ^ b ^ c, (a & b) | (a & c) | (b & c)
-            s7.append(add_cin(ssum, Cat(owe6[x][0], cy[:ACC_WIDTH - 1]), owe6[x][1], ACC_WIDTH))
-        s7 = _reg(m, s7, "l7_s")
+        s7 = _reg(m, [self._sum3(ab6[x], owe6[x], cx6[x]) for x in range(n)], "l7_s")
         cn7 = _reg(m, cn6, "l7_cn")
         grp7 = _reg(m, grp6, "l7_grp")
 
@@ -808,6 +786,42 @@ class MMA4(wiring.Component):
         # N1..N5 and the pack: one rounder per output, into the output FIFO.
         self._push(m, out_wr, push_word, self._round(m, acc0, f0, sp0, fl0, push))
         return push_word                # a D written into the output FIFO
+
+    def _addend_terms(self, m, c3, dc3, cn3, ch3, fl3):
+        """L3 -> L4 (combinational part): each addend's second shift level and coarse grid,
+        in ones' complement with its sign (its +1 rides on the accumulator's carry-in), or an
+        INT8 C as the signed 32-bit value."""
+        cx4 = []
+        for x in range(self._outs):
+            t = coarse(addend_shift(m, c3[x], dc3[x], 1), fl3.fp8, fl3.wide, self._grid_bits)
+            fp = Cat(t ^ cn3[x].replicate(ADDEND_TERM_BITS), cn3[x]).as_signed()
+            # INT8: c3 is C's low 24 bits << ADDEND_SHIFT, unshifted (dc = 0).
+            s32 = Cat(c3[x][ADDEND_SHIFT:ADDEND_SHIFT + 24], ch3[x]).as_signed()
+            cx4.append(Mux(fl3.int8, extend(s32, ACC_WIDTH), extend(fp, ACC_WIDTH)).as_signed())
+        return cx4
+
+    def _first_adders(self, m, prods, q5, n5, fl5):
+        """L5 -> L6: each product's term (the product mux) and the pairs' adds; returns the L6
+        registers: per output the two pair sums and the two carries still owed."""
+        base = self._grid_bits          # the generation's grid for the 16-bit kinds (Hopper: 0)
+        ab6, owe6 = [], []
+        for x in range(self._outs):
+            t = [product_term(prods[4 * x + k], q5[4 * x + k], n5[4 * x + k], fl5.fp8, fl5.wide, base)
+                 for k in range(4)]
+            nk = n5[4 * x:4 * x + 4]
+            ab6.append(Cat(add_cin(t[0], t[1], nk[0], PAIR_BITS), add_cin(t[2], t[3], nk[2], PAIR_BITS)))
+            owe6.append(Cat(nk[1], nk[3]))
+        return _reg(m, ab6, "l6_ab"), _reg(m, owe6, "l6_owe")
+
+    @staticmethod
+    def _sum3(ab, owe, cx):
+        """L6 -> L7 (combinational): one output's two pair sums and its addend as a carry-save
+        step and one chain, with the two owed carries."""
+        a = extend(ab[:PAIR_BITS].as_signed(), ACC_WIDTH)
+        b = extend(ab[PAIR_BITS:].as_signed(), ACC_WIDTH)
+        c = extend(cx, ACC_WIDTH)
+        ssum, cy = a ^ b ^ c, (a & b) | (a & c) | (b & c)
+        return add_cin(ssum, Cat(owe[0], cy[:ACC_WIDTH - 1]), owe[1], ACC_WIDTH)
 
     def _products(self, m, a2, an2, b2, bn2, d2):
         """L2 -> L5: the slice's 4 n products in the multipliers (their own three registers),
