@@ -252,6 +252,27 @@ def route_progress(log: str) -> dict:
     return out
 
 
+# The packer's "Device utilisation" table: "Info: \t  TRELLIS_COMB:   25964/  24288   106%".
+_UTIL = re.compile(r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+\d+%", re.M)
+_UTIL_NAMES = {"TRELLIS_COMB": "logic cells (LUT4 and carry halves)", "TRELLIS_FF": "flip-flops",
+               "MULT18X18D": "MULT18X18D", "DP16KD": "DP16KD", "TRELLIS_IO": "I/O pins"}
+
+
+def over_capacity(log: str) -> list[tuple[str, int, int]]:
+    """The resources that a nextpnr log's utilisation table shows over the part's:
+    ``(name, used, available)`` each.  nextpnr-ecp5 does not stop on them: its placer then
+    searches without end."""
+    return [(n, int(u), int(a)) for n, u, a in _UTIL.findall(log) if int(u) > int(a)]
+
+
+def _too_big(design: str, params: dict, device: str, over) -> str:
+    what = ", ".join(f"{u:,} {_UTIL_NAMES.get(n, n)} of {a:,}" for n, u, a in over)
+    hint = ("--dense-only (the core without its 2:4 sparse select network), fewer --lanes or a "
+            "larger --device" if design == "mma4" and params.get("sparse", True)
+            else "fewer --lanes or a larger --device")
+    return f"{design} {params} does not fit the {device}: {what}. Try {hint}."
+
+
 def critical_path(report: dict) -> dict | None:
     """The worst path of a nextpnr report, summed up: its start and end cells, the number of
     logic cells crossed, and its logic and routing delays (ns)."""
@@ -333,7 +354,7 @@ def _one_seed(work: Path, nextpnr: str, args: list[str], seed: int, key: str, fr
     (work / f"report-s{seed}.json").unlink(missing_ok=True)
     log = open(work / f"nextpnr-s{seed}.log", "w")
     proc = subprocess.Popen([nextpnr, *args], cwd=work, stdout=log, stderr=subprocess.STDOUT)
-    proc.log_file, proc.t0 = log, time.perf_counter()
+    proc.log_file, proc.t0, proc.fits_checked = log, time.perf_counter(), False
     return proc
 
 
@@ -438,6 +459,15 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         time.sleep(0.2 if not running else 2.0)
         for s, (proc, key) in list(running.items()):
             el = time.perf_counter() - proc.t0
+            if not proc.fits_checked:
+                log = (work / f"nextpnr-s{s}.log").read_text(errors="replace")
+                if over := over_capacity(log):
+                    for p, _ in running.values():
+                        p.kill()
+                        p.wait()
+                        p.log_file.close()
+                    raise SynthError(_too_big(design, params, device, over))
+                proc.fits_checked = "analytic placement" in log or proc.poll() is not None
             if proc.poll() is None and timeout_s is not None and el > timeout_s:
                 proc.kill()
                 proc.wait()

@@ -115,6 +115,45 @@ def test_synth_refuses_unknown_router(capsys):
         synth("fp4dec", router="router3")
 
 
+_TOO_BIG_LOG = """Info: Device utilisation:
+Info: \t          TRELLIS_IO:       5/    197     2%
+Info: \t          MULT18X18D:      16/     28    57%
+Info: \t          TRELLIS_FF:   17985/  24288    74%
+Info: \t        TRELLIS_COMB:   25964/  24288   106%
+"""
+
+
+def test_over_capacity_reads_the_utilisation_table():
+    from sim.synth import _too_big, over_capacity
+    assert over_capacity(_TOO_BIG_LOG) == [("TRELLIS_COMB", 25964, 24288)]
+    assert over_capacity(_TOO_BIG_LOG.replace("25964", "24288")) == []
+    msg = _too_big("mma4", {"lanes": 16}, "ecp5-25k", over_capacity(_TOO_BIG_LOG))
+    assert "25,964 logic cells (LUT4 and carry halves) of 24,288" in msg and "--dense-only" in msg
+    assert "--dense-only" not in _too_big("mma4", {"sparse": False}, "ecp5-25k", [("DP16KD", 60, 56)])
+
+
+def test_synth_stops_a_design_that_does_not_fit(tmp_path, monkeypatch, capsys):
+    """nextpnr-ecp5 places a design over the part's capacity without end: tcore synth stops it
+    as soon as the utilisation table shows it and says what is over (fake tools here)."""
+    import sys
+    import sim.synth
+    yosys, nextpnr = tmp_path / "yosys", tmp_path / "nextpnr"
+    yosys.write_text(f"#!{sys.executable}\nimport re, sys\n"
+                     "for name in re.findall(r'(?:-json|tee -o) ([^\\s;]+)', sys.argv[-1]):\n"
+                     "    open(name, 'w').write('{}')\n")
+    nextpnr.write_text(f"#!{sys.executable}\nimport sys, time\nprint({_TOO_BIG_LOG!r}, flush=True)\n"
+                       "print('Info: Creating initial analytic placement', flush=True)\ntime.sleep(300)\n")
+    for f in (yosys, nextpnr):
+        f.chmod(0o755)
+    monkeypatch.setattr(sim.synth, "_tool", lambda name: str(yosys if "yosys" in name else nextpnr))
+    monkeypatch.setenv("TCORE_BUILD", str(tmp_path / "build"))
+    t0 = __import__("time").perf_counter()
+    assert main(["synth", "--design", "fp4dec", "--device", "ecp5-25k"]) == 2
+    err = capsys.readouterr().err
+    assert "does not fit the ecp5-25k: 25,964 logic cells (LUT4 and carry halves) of 24,288" in err
+    assert __import__("time").perf_counter() - t0 < 120
+
+
 def test_placed_fmax_takes_each_clocks_last_estimate():
     from sim.synth import placed_fmax
     log = ("Info: Max frequency for clock 'clk': 40.10 MHz (FAIL at 100.00 MHz)\n"
