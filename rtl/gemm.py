@@ -14,10 +14,21 @@ from .fragments import (MATRIX_A, MATRIX_B, METADATA, WORD_BITS, FragmentBank, L
 from .formats import InputKind, Mode
 from .mma4 import MMA4
 
-__all__ = ["GemmConfig", "MatmulTWarp", "GemmTop", "ADDR_BITS", "TILE_BITS"]
+__all__ = ["GemmConfig", "MatmulTWarp", "GemmTop", "ADDR_BITS", "TILE_BITS", "WORD_READ", "DWrite"]
 
 ADDR_BITS = 24          # word addresses: up to 256 MiB of memory
 TILE_BITS = 12          # M, N, K up to 65520 (4095 tiles or steps of 16)
+
+#: A memory read port of 128-bit words, as the memory sees it (``addr`` in, ``data`` out one
+#: clock later); the engines that read take it flipped (``In(WORD_READ)``).
+WORD_READ = memory.ReadPort.Signature(addr_width=ADDR_BITS, shape=WORD_BITS)
+
+
+class DWrite(data.Struct):
+    """A word of D to write: the payload of a warp's ``d`` stream (``ready`` when the shared
+    write port takes it)."""
+    addr: ADDR_BITS
+    data: WORD_BITS
 
 
 class GemmConfig(data.Struct):
@@ -83,8 +94,7 @@ class TileLoader(wiring.Component):
         super().__init__({
             "cfg": In(GemmConfig), "run": In(1),
             "claim": Out(stream.Signature(0)), "tile": In(tile_layout(TILE_BITS)),
-            "a_addr": Out(ADDR_BITS), "a_data": In(WORD_BITS),
-            "b_addr": Out(ADDR_BITS), "b_data": In(WORD_BITS),
+            "a": In(WORD_READ), "b": In(WORD_READ),
             "load": Out(LoadSignature()).array(2),
             "pair_full": In(2),
             "loaded": Out(1), "pair": Out(1), "info": Out(StepInfo), "idle": Out(1),
@@ -132,8 +142,8 @@ class TileLoader(wiring.Component):
                          e_next.eq(e_next + 1)]
         last_n = Mux(sp, 63, 31)
         meta = sp & n[5]                         # port 0 reads metadata (n 32..47)
-        m.d.comb += [self.a_addr.eq(Mux(meta, cfg.e_base + e_idx[2:], a_row + n[0])),
-                     self.b_addr.eq(b_row + n[0])]
+        m.d.comb += [self.a.addr.eq(Mux(meta, cfg.e_base + e_idx[2:], a_row + n[0])),
+                     self.b.addr.eq(b_row + n[0])]
         m.d.sync += pend.eq(0)
         with m.If(loading):
             m.d.sync += [pend.eq(1), pend_n.eq(n), pend_lane.eq(e_idx[:2]),
@@ -154,7 +164,7 @@ class TileLoader(wiring.Component):
                      b_port.en.eq(pend), b_port.kind.eq(MATRIX_B), b_port.col.eq(cfg.b_cols),
                      b_port.frag.eq(Cat(sp & pend_n[5], lp)),
                      b_port.line.eq(pend_n[1:5]), b_port.word.eq(pend_n[0])]
-        for port, dat in ((a_port, self.a_data), (b_port, self.b_data)):
+        for port, dat in ((a_port, self.a.data), (b_port, self.b.data)):
             m.d.comb += [port.f16.eq(0), port.data.eq(dat)]
         last_step = lstep == cfg.steps - 1
         m.d.comb += [self.info.first.eq(lstep == 0), self.info.last.eq(last_step),
@@ -169,16 +179,17 @@ class TileLoader(wiring.Component):
 
 
 class TileStorer(wiring.Component):
-    """Stores finished tiles (the ``job`` stream: accumulator and tile) to D, one word per
-    clock with the memory's ``d_ready``; the register file's read is one clock ahead of the
-    write.  ``freed`` pulses (with ``acc``) when a tile's last word is written."""
+    """Stores finished tiles (the ``job`` stream: accumulator and tile) to D on the ``d``
+    stream, one word per clock while it is ready (the shared write port taken); the register
+    file's read is one clock ahead of the write.  ``freed`` pulses (with ``acc``) when a
+    tile's last word is written."""
 
     def __init__(self):
         super().__init__({
             "cfg": In(GemmConfig),
             "job": In(stream.Signature(InFlight)),
             "store": Out(StoreSignature()),
-            "d_addr": Out(ADDR_BITS), "d_data": Out(WORD_BITS), "d_en": Out(1), "d_ready": In(1),
+            "d": Out(stream.Signature(DWrite)),
             "freed": Out(1), "acc": Out(1), "busy": Out(1),
         })
 
@@ -202,12 +213,13 @@ class TileStorer(wiring.Component):
                          col.eq(Mux(cfg.acc_f16, job.tj.shift_left(1), job.tj.shift_left(2)))]
         with m.If(prep):
             m.d.sync += [prep.eq(0), active.eq(1), row.eq(cfg.d_base + prod + col)]
-        written = vld & self.d_ready
+        written = vld & self.d.ready
         read = active & (~vld | written)
         m.d.comb += [self.store.en.eq(read), self.store.frag.eq(self.acc), self.store.col.eq(0),
                      self.store.f16.eq(cfg.acc_f16), self.store.line.eq(line),
                      self.store.word.eq(word),
-                     self.d_en.eq(vld), self.d_addr.eq(vaddr), self.d_data.eq(self.store.data),
+                     self.d.valid.eq(vld), self.d.payload.addr.eq(vaddr),
+                     self.d.payload.data.eq(self.store.data),
                      self.busy.eq(active | vld | prep)]
         with m.If(read):
             m.d.sync += [vld.eq(1), vaddr.eq(row + word), vlast.eq(last)]
@@ -253,9 +265,8 @@ class MatmulTWarp(wiring.Component):
             "cfg": In(GemmConfig),
             "run": In(1),                       # high while a GEMM runs; low clears the warp
             "claim": Out(stream.Signature(0)), "tile": In(tile_layout(TILE_BITS)),
-            "a_addr": Out(ADDR_BITS), "a_data": In(WORD_BITS),
-            "b_addr": Out(ADDR_BITS), "b_data": In(WORD_BITS),
-            "d_addr": Out(ADDR_BITS), "d_data": Out(WORD_BITS), "d_en": Out(1), "d_ready": In(1),
+            "a": In(WORD_READ), "b": In(WORD_READ),                  # A (and E), B
+            "d": Out(stream.Signature(DWrite)),                      # D, a word at a time
             "stored": Out(1),                   # one clock per tile written to D
             "beats": Out(1),                    # one clock per beat accepted by the core
             "idle": Out(1),
@@ -350,13 +361,12 @@ class MatmulTWarp(wiring.Component):
         wiring.connect(m, drain.wr, bank.mma_wr)
         wiring.connect(m, storer.store, bank.store)
         wiring.connect(m, wiring.flipped(self.claim), loader.claim)
+        wiring.connect(m, wiring.flipped(self.a), loader.a)
+        wiring.connect(m, wiring.flipped(self.b), loader.b)
+        wiring.connect(m, storer.d, wiring.flipped(self.d))
         m.d.comb += [
             loader.cfg.eq(cfg), loader.run.eq(self.run), loader.tile.eq(self.tile),
-            self.a_addr.eq(loader.a_addr), loader.a_data.eq(self.a_data),
-            self.b_addr.eq(loader.b_addr), loader.b_data.eq(self.b_data),
-            storer.cfg.eq(cfg), self.d_addr.eq(storer.d_addr), self.d_data.eq(storer.d_data),
-            self.d_en.eq(storer.d_en), storer.d_ready.eq(self.d_ready),
-            self.stored.eq(storer.freed), self.beats.eq(feeder.accepted),
+            storer.cfg.eq(cfg), self.stored.eq(storer.freed), self.beats.eq(feeder.accepted),
         ]
         return bank, loader, feeder, drain, storer, wbq, stq
 
@@ -442,15 +452,15 @@ class GemmTop(wiring.Component):
         for w, warp in enumerate(self.warps):
             m.submodules[f"warp{w}"] = warp
             rd_a, rd_b = mem.read_port(), mem.read_port()
-            with m.If(warp.d_en & ~writer_busy):
-                m.d.comb += [wr.addr.eq(warp.d_addr), wr.data.eq(warp.d_data), wr.en.eq(1),
-                             warp.d_ready.eq(1)]
+            with m.If(warp.d.valid & ~writer_busy):
+                m.d.comb += [wr.addr.eq(warp.d.payload.addr), wr.data.eq(warp.d.payload.data),
+                             wr.en.eq(1), warp.d.ready.eq(1)]
             busy_next = Signal(name=f"writer_busy{w}")
-            m.d.comb += busy_next.eq(writer_busy | warp.d_en)
+            m.d.comb += busy_next.eq(writer_busy | warp.d.valid)
             writer_busy = busy_next
             m.d.comb += [warp.cfg.eq(cfg), warp.run.eq(run),
-                         rd_a.addr.eq(warp.a_addr), warp.a_data.eq(rd_a.data),
-                         rd_b.addr.eq(warp.b_addr), warp.b_data.eq(rd_b.data),
+                         rd_a.addr.eq(warp.a.addr), warp.a.data.eq(rd_a.data), rd_a.en.eq(warp.a.en),
+                         rd_b.addr.eq(warp.b.addr), warp.b.data.eq(rd_b.data), rd_b.en.eq(warp.b.en),
                          warp.tile.eq(disp.tile)]
             wiring.connect(m, warp.claim, disp.claims[w])
         m.d.comb += [stored_now.eq(sum(w.stored for w in self.warps)),

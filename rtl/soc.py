@@ -35,7 +35,7 @@ channel (a 16x16 A and B tile a K step: 64 beats of 128 bits).
 from functools import partial
 
 from amaranth import *
-from amaranth.lib import data, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from numerics.formats import INPUT_FORMATS
@@ -111,7 +111,7 @@ class TileDma(wiring.Component):
     ID).  The next request is taken as soon as every address
     of the current one has gone out, so the transfers of several warps follow each other on
     the bus without a gap: a queue of two transfers (the one whose data is arriving, the one
-    whose addresses go out) routes each word to its warp (``sw_*`` with ``sw_tag``).
+    whose addresses go out) routes each word to its warp (``sw`` with ``sw_tag``).
     ``rd_done`` pulses with ``rd_done_tag`` when a transfer's data is all in.  After a
     non-OKAY response (``rd_error``, kept until ``clear``) no further address is sent, the
     data of the bursts already asked for is taken and dropped, and every transfer ends with
@@ -123,8 +123,9 @@ class TileDma(wiring.Component):
     after a non-OKAY response (``wr_error``, kept until ``clear``) no further address is sent,
     the bursts already asked for get their data, and later transfers end at once.
 
-    The scratch ports: ``sw_*`` writes a word (of warp ``sw_tag``), ``sr_addr`` reads one
-    (data on ``sr_data`` the next clock).  ``busy``: a transfer is under way on either side.
+    The scratch ports, Amaranth's memory port signatures driven: ``sw`` writes a word (of warp
+    ``sw_tag``), ``sr`` reads one (``data`` the clock after ``addr``; ``en`` left high).
+    ``busy``: a transfer is under way on either side.
     """
 
     MAX_READS = 8
@@ -140,8 +141,8 @@ class TileDma(wiring.Component):
             "rd_done": Out(1), "rd_done_tag": Out(3), "rd_error": Out(2),
             "wr": In(stream.Signature(DmaRequest)),
             "wr_done": Out(1), "wr_error": Out(2),
-            "sw_addr": Out(sbits), "sw_data": Out(WORD_BITS), "sw_en": Out(1), "sw_tag": Out(3),
-            "sr_addr": Out(sbits), "sr_data": In(WORD_BITS),
+            "sw": In(memory.WritePort.Signature(addr_width=sbits, shape=WORD_BITS)), "sw_tag": Out(3),
+            "sr": In(memory.ReadPort.Signature(addr_width=sbits, shape=WORD_BITS)),
         })
 
     def elaborate(self, platform):
@@ -205,7 +206,7 @@ class TileDma(wiring.Component):
     def _reads(self, m, axi):
         n = self.MAX_READS
         dw, per_word = self._dw, WORD_BITS // self._dw
-        sbits = len(self.sw_addr)
+        sbits = len(self.sw.addr)
         err = Signal(2, name="rd_err")
         arv = Signal(name="arv")
         inflight = Signal(range(n + 1), name="rd_inflight")
@@ -241,13 +242,13 @@ class TileDma(wiring.Component):
             with m.If(r_err & (err == 0)):
                 m.d.sync += err.eq(axi.rresp)
             if per_word == 1:
-                m.d.comb += self.sw_data.eq(axi.rdata)
+                m.d.comb += self.sw.data.eq(axi.rdata)
             else:
-                m.d.comb += self.sw_data.eq(Cat(acc[dw:], axi.rdata))
+                m.d.comb += self.sw.data.eq(Cat(acc[dw:], axi.rdata))
                 m.d.sync += [acc.eq(Cat(acc[dw:], axi.rdata)), sub.eq(sub + 1)]
-        m.d.comb += [self.sw_addr.eq(Mux(sel, word[1], word[0])),
+        m.d.comb += [self.sw.addr.eq(Mux(sel, word[1], word[0])),
                      self.sw_tag.eq(Mux(sel, tag[1], tag[0])),
-                     self.sw_en.eq(wrote & (err == 0))]
+                     self.sw.en.eq(wrote & (err == 0))]
         # Each entry's next state: the newest gets the address fired, the data's entry loses
         # the burst that ended and moves on a word.
         p_next = [pend[i] + (ar_fire & (v[1] == i)) - (r_end & (sel == i)) for i in range(2)]
@@ -273,7 +274,7 @@ class TileDma(wiring.Component):
     def _writes(self, m, axi):
         nw = self.MAX_WRITES
         dw, per_word = self._dw, WORD_BITS // self._dw
-        sbits = len(self.sr_addr)
+        sbits = len(self.sr.addr)
         err = Signal(2, name="wr_err")
         awv = Signal(name="awv")
         active = Signal(name="wr_active")
@@ -324,16 +325,16 @@ class TileDma(wiring.Component):
                                                     Mux(w_fire, q[0] >> dw, q[0]))
         n1v = Mux(word_sent, 0, qv[1])
         with m.If(fetched & ~n0v):
-            m.d.sync += [q[0].eq(self.sr_data), qv[0].eq(1), qv[1].eq(0)]
+            m.d.sync += [q[0].eq(self.sr.data), qv[0].eq(1), qv[1].eq(0)]
         with m.Elif(fetched):
-            m.d.sync += [q[0].eq(n0), qv[0].eq(n0v), q[1].eq(self.sr_data), qv[1].eq(1)]
+            m.d.sync += [q[0].eq(n0), qv[0].eq(n0v), q[1].eq(self.sr.data), qv[1].eq(1)]
         with m.Else():
             m.d.sync += [q[0].eq(n0), qv[0].eq(n0v), qv[1].eq(n1v)]
         done = active & ~opened & (b_due == 0) & ~fetched
         # Read the next word while it will fit (after an error, only the words still owed).
         fetch = (active & (words_left != 0) & ((n0v + n1v + fetched) < 2) &
                  ((err == 0) | (queued != 0)) & ~done)
-        m.d.comb += self.sr_addr.eq(rd_word)
+        m.d.comb += self.sr.addr.eq(rd_word)
         m.d.sync += fetched.eq(fetch)
         with m.If(fetch):
             m.d.sync += [rd_word.eq(rd_word + 1), words_left.eq(words_left - 1)]
@@ -808,14 +809,14 @@ class GemmSoc(wiring.Component):
             m.d.sync += [wr_last.eq(wr_pick), wr_owner.eq(wr_pick)]
         for i, w in enumerate(workers):
             rd_mine, wr_mine = dma.rd_done & (dma.rd_done_tag == i), dma.wr_done & (wr_owner == i)
-            writing_me = dma.sw_en & (dma.sw_tag == i)
+            writing_me = dma.sw.en & (dma.sw_tag == i)
             m.d.comb += [w.dma_done.eq(rd_mine | wr_mine),
                          w.dma_error.eq(Mux(wr_mine, dma.wr_error, dma.rd_error)),
-                         w.host_addr.eq(Mux(writing_me, dma.sw_addr, dma.sr_addr)),
-                         w.host_wdata.eq(dma.sw_data), w.host_we.eq(writing_me)]
+                         w.host_addr.eq(Mux(writing_me, dma.sw.addr, dma.sr.addr)),
+                         w.host_wdata.eq(dma.sw.data), w.host_we.eq(writing_me)]
             with m.If((rd_take & (rd_pick == i)) | (wr_take & (wr_pick == i))):
                 m.d.sync += pending[i].eq(1)
             with m.Elif(rd_mine | wr_mine):
                 m.d.sync += pending[i].eq(0)
-        m.d.comb += dma.sr_data.eq(Array(w.host_rdata for w in workers)[wr_owner])
+        m.d.comb += dma.sr.data.eq(Array(w.host_rdata for w in workers)[wr_owner])
         return pending

@@ -154,8 +154,10 @@ class WmmaSequencer(wiring.Component):
     -------
     cmd : In(stream.Signature(WmmaCmd))
     resp : Out(stream.Signature(WmmaResp))
-    mem_rd_addr, mem_rd_data : the memory read port (data one clock after the address)
-    mem_wr_addr, mem_wr_data, mem_wr_en : the memory write port
+    mem_rd : In(memory.ReadPort.Signature(...))
+        The memory read port, driven (``addr`` out, ``data`` in one clock after the address).
+    mem_wr : In(memory.WritePort.Signature(...))
+        The memory write port, driven (``addr``, ``data``, ``en`` out).
     """
 
     def __init__(self, *, mem_words: int = 4096, matrix_frags: int = 4, acc_frags: int = 2,
@@ -167,8 +169,8 @@ class WmmaSequencer(wiring.Component):
         super().__init__({
             "cmd": In(stream.Signature(WmmaCmd)),
             "resp": Out(stream.Signature(WmmaResp)),
-            "mem_rd_addr": Out(abits), "mem_rd_data": In(WORD_BITS),
-            "mem_wr_addr": Out(abits), "mem_wr_data": Out(WORD_BITS), "mem_wr_en": Out(1),
+            "mem_rd": In(memory.ReadPort.Signature(addr_width=abits, shape=WORD_BITS)),
+            "mem_wr": In(memory.WritePort.Signature(addr_width=abits, shape=WORD_BITS)),
         })
         self.bank = FragmentBank(a_frags=matrix_frags, b_frags=matrix_frags, acc_frags=acc_frags)
         self.core = MMA4(lanes=lanes)
@@ -208,23 +210,10 @@ class WmmaSequencer(wiring.Component):
         frag_shape = Array(Signal(2, name=f"frag{f}_shape") for f in range(self._nm))
         dec = self._decode(m, cmd, frag_is_b, frag_shape)
 
-        # ---- hazards against the other unit's in-flight operation --------------------------
-        fills_or_loads = (cmd.op == Op.FILL) | (cmd.op == Op.LOAD)
-        writes_matrix = fills_or_loads & ~dec.is_acc
-        writes_acc = fills_or_loads & dec.is_acc
-        # A and B are read only while beats are fed; C and D until the response.  The D
-        # write-back owns the accumulator columns' write port while an mma_sync runs.
-        mem_conflict = (
-            (feeder.busy & writes_matrix & (dec.cmd_writes & mma_reads).any()) |
-            (mma_busy & writes_acc) |
-            (mma_busy & (cmd.op == Op.STORE) & (cmd.frag == mma_d)))
-        mem_fills_or_loads = (mem_op == Op.FILL) | (mem_op == Op.LOAD)
-        mem_writes_matrix = mem_fills_or_loads & (mem_kind != ACCUMULATOR)
-        mem_writes_acc = mem_fills_or_loads & (mem_kind == ACCUMULATOR)
-        mma_conflict = mem_busy & (
-            (mem_writes_matrix & (mem_writes & dec.cmd_reads).any()) |
-            mem_writes_acc |
-            ((mem_op == Op.STORE) & (mem_frag == cmd.frag)))
+        writes_matrix = ((cmd.op == Op.FILL) | (cmd.op == Op.LOAD)) & ~dec.is_acc
+        mem_conflict, mma_conflict = self._hazards(
+            cmd, dec, mma=(feeder.busy, mma_busy, mma_reads, mma_d),
+            mem=(mem_busy, mem_op, mem_kind, mem_frag, mem_writes))
 
         is_mma = cmd.op == Op.MMA
         can_issue = Mux(is_mma, ~mma_busy & ~mma_conflict, ~mem_busy & ~mem_conflict)
@@ -269,6 +258,30 @@ class WmmaSequencer(wiring.Component):
         with m.If(mma_resp_taken):
             m.d.sync += [mma_done.eq(0), mma_busy.eq(0)]
         return m
+
+    @staticmethod
+    def _hazards(cmd, dec, mma, mem):
+        """Whether the command conflicts with the other unit's in-flight operation: returns
+        (memory command blocked by the MMA unit, mma_sync blocked by the memory unit)."""
+        feeding, mma_busy, mma_reads, mma_d = mma
+        mem_busy, mem_op, mem_kind, mem_frag, mem_writes = mem
+        fills_or_loads = (cmd.op == Op.FILL) | (cmd.op == Op.LOAD)
+        writes_matrix = fills_or_loads & ~dec.is_acc
+        writes_acc = fills_or_loads & dec.is_acc
+        # A and B are read only while beats are fed; C and D until the response.  The D
+        # write-back owns the accumulator columns' write port while an mma_sync runs.
+        mem_conflict = (
+            (feeding & writes_matrix & (dec.cmd_writes & mma_reads).any()) |
+            (mma_busy & writes_acc) |
+            (mma_busy & (cmd.op == Op.STORE) & (cmd.frag == mma_d)))
+        mem_fills_or_loads = (mem_op == Op.FILL) | (mem_op == Op.LOAD)
+        mem_writes_matrix = mem_fills_or_loads & (mem_kind != ACCUMULATOR)
+        mem_writes_acc = mem_fills_or_loads & (mem_kind == ACCUMULATOR)
+        mma_conflict = mem_busy & (
+            (mem_writes_matrix & (mem_writes & dec.cmd_reads).any()) |
+            mem_writes_acc |
+            ((mem_op == Op.STORE) & (mem_frag == cmd.frag)))
+        return mem_conflict, mma_conflict
 
     def _decode(self, m, cmd, frag_is_b, frag_shape) -> "_Decoded":
         """A command's legality, its operand fragments and its memory walk (combinational)."""
@@ -365,7 +378,6 @@ class WmmaSequencer(wiring.Component):
         rd_pending = Signal()                     # a read issued last clock: its data is here now
         rd_line, rd_word, rd_last = Signal(5), Signal(3), Signal()
         st_active, rd_active, fill_active = Signal(), Signal(), Signal()
-        st_pending, st_addr, st_last = Signal(), Signal.like(self.mem_wr_addr), Signal()
         fill_entry = Signal(5)
 
         with m.If(issue):
@@ -413,7 +425,7 @@ class WmmaSequencer(wiring.Component):
         # Load: address phase, then data phase one clock later into the bank.
         m.d.sync += rd_pending.eq(0)
         with m.If(rd_active):
-            m.d.comb += self.mem_rd_addr.eq(cur_addr)
+            m.d.comb += self.mem_rd.addr.eq(cur_addr)
             m.d.sync += [rd_pending.eq(1), rd_line.eq(line), rd_word.eq(word), rd_last.eq(last_beat)]
             advance()
             with m.If(last_beat):
@@ -423,12 +435,18 @@ class WmmaSequencer(wiring.Component):
             m.d.comb += [lw.en.eq(1), lw.kind.eq(u.kind), lw.mnk.eq(m_shape),
                          lw.col.eq(m_col), lw.f16.eq(m_f16),
                          lw.frag.eq(u.frag), lw.line.eq(rd_line), lw.word.eq(rd_word),
-                         lw.data.eq(self.mem_rd_data)]
+                         lw.data.eq(self.mem_rd.data)]
             with m.If(rd_last):
                 m.d.sync += u.done.eq(1)
         # Store: read the register file (data one clock later), write memory, a word a clock.
         m.d.comb += [bank.store.frag.eq(u.frag), bank.store.col.eq(m_col), bank.store.mnk.eq(m_shape),
                      bank.store.f16.eq(m_f16), bank.store.line.eq(line), bank.store.word.eq(word)]
+        self._store_phase(m, bank, u, st_active, cur_addr, last_beat, advance)
+
+    def _store_phase(self, m, bank, u, st_active, cur_addr, last_beat, advance):
+        """A store's clocks: the register file read at the walk's position, its data written
+        to memory one clock later at the address registered with the read."""
+        st_pending, st_addr, st_last = Signal(), Signal.like(self.mem_wr.addr), Signal()
         m.d.sync += st_pending.eq(0)
         with m.If(st_active):
             m.d.comb += bank.store.en.eq(1)
@@ -437,8 +455,8 @@ class WmmaSequencer(wiring.Component):
             with m.If(last_beat):
                 m.d.sync += st_active.eq(0)
         with m.If(st_pending):
-            m.d.comb += [self.mem_wr_en.eq(1), self.mem_wr_addr.eq(st_addr),
-                         self.mem_wr_data.eq(bank.store.data)]
+            m.d.comb += [self.mem_wr.en.eq(1), self.mem_wr.addr.eq(st_addr),
+                         self.mem_wr.data.eq(bank.store.data)]
             with m.If(st_last):
                 m.d.sync += u.done.eq(1)
 
@@ -483,14 +501,12 @@ class WarpTop(wiring.Component):
         wr = mem.write_port()       # one write port: several make simulators copy the array
         wiring.connect(m, wiring.flipped(self.cmd), seq.cmd)
         wiring.connect(m, seq.resp, wiring.flipped(self.resp))
-        m.d.comb += [
-            rd.addr.eq(seq.mem_rd_addr), seq.mem_rd_data.eq(rd.data),
-            hrd.addr.eq(self.host_addr), self.host_rdata.eq(hrd.data),
-        ]
+        wiring.connect(m, seq.mem_rd, rd)
+        m.d.comb += [hrd.addr.eq(self.host_addr), self.host_rdata.eq(hrd.data)]
         # The host writes while the sequencer is idle; it wins if both write.
         with m.If(self.host_we):
             m.d.comb += [wr.addr.eq(self.host_addr), wr.data.eq(self.host_wdata), wr.en.eq(1)]
         with m.Else():
-            m.d.comb += [wr.addr.eq(seq.mem_wr_addr), wr.data.eq(seq.mem_wr_data),
-                         wr.en.eq(seq.mem_wr_en)]
+            m.d.comb += [wr.addr.eq(seq.mem_wr.addr), wr.data.eq(seq.mem_wr.data),
+                         wr.en.eq(seq.mem_wr.en)]
         return m

@@ -94,7 +94,7 @@ class AxiMasterHarness(wiring.Component):
         members.update({name: In(self.dma._aw if name.endswith("_addr")
                                  else len(_request_port(self.dma, name))) for name in _REQUEST})
         members["clear"] = In(1)
-        members["sr_data"] = In(sig["sr_data"].shape)
+        members["sr_data"] = In(len(self.dma.sr.data))
         members["fault"] = In(1)
         super().__init__(members)
 
@@ -107,7 +107,7 @@ class AxiMasterHarness(wiring.Component):
         for name in _REQUEST:
             m.d.comb += _request_port(dut, name).eq(getattr(self, name))
         m.d.comb += dut.clear.eq(self.clear)
-        m.d.comb += dut.sr_data.eq(self.sr_data)
+        m.d.comb += dut.sr.data.eq(self.sr_data)
 
         first = Signal(init=1, reset_less=True)
         m.d.sync += first.eq(0)
