@@ -28,6 +28,9 @@ MAX_PASSES = MAX_BEATS * max(PASSES.values())
 #: Products per clock a core may be built with: a pass's 64 products go through ``lanes``
 #: multipliers in ``64 // lanes`` clocks, a slice of whole output rows each clock.
 LANES = (64, 32, 16)
+# The 2:4 metadata of a dense beat (every row's byte 0b11_10_01_00): group 0 keeps rows 0, 1,
+# group 1 rows 2, 3, i.e. stored k = logical k (see MMA4._b_of).
+DENSE_META = 0xE4E4E4E4
 # A group is one Hopper block: 4 beats of the kind are its block width.
 for _kind, _name in ((InputKind.FP16, "fp16"), (InputKind.TF32, "tf32"), (InputKind.FP8, "fp8"), (InputKind.INT8, "int8")):
     assert HOPPER.step(_name).block == MAX_BEATS * KDEPTH[_kind], _name
@@ -228,10 +231,20 @@ class ElementPick(wiring.Component):
         X0: the operand is U8 (INT8), from the pass's mode.
     fields : Out(Fields)
         X1.
+
+    Parameters
+    ----------
+    operand : "a" or "b"
+    tf32 : bool
+        The element has a TF32 candidate (``w32``).
+    only16 : bool
+        The element is read in FP16/BF16 beats only (B's rows 4..7 of a 2:4 sparse beat): its
+        candidate is ``w16`` whatever the pass, its formats FP16 and BF16, so that synthesis
+        keeps none of the other formats' logic.
     """
 
-    def __init__(self, operand: str, tf32: bool):
-        self._operand, self._tf32 = operand, tf32
+    def __init__(self, operand: str, tf32: bool, only16: bool = False):
+        self._operand, self._tf32, self._only16 = operand, tf32, only16
         ports = {"sel": In(Sel), "w16": In(16), "lo8": In(8), "hi8": In(8), "alt": In(1),
                  "fields": Out(Fields)}
         if tf32:
@@ -241,13 +254,19 @@ class ElementPick(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         sel = _reg(m, self.sel, "x0_sel")
+        fmt = getattr(sel, self._operand)
+        if self._only16:
+            only = Signal(FormatSel)
+            m.d.comb += [only.fp16.eq(fmt.fp16), only.bf16.eq(fmt.bf16)]
+            m.d.sync += self.fields.eq(unpack_fields(m, Cat(self.w16, C(0, 16)), only, self.alt))
+            return m
         out = C(0, 32)
         cands = [(sel.w16, self.w16), (sel.lo8, self.lo8), (sel.hi8, self.hi8)]
         if self._tf32:
             cands.append((sel.w32, self.w32))
         for s, v in cands:
             out = out | Cat(s.replicate(len(v)) & v)
-        fields = unpack_fields(m, out, getattr(sel, self._operand), self.alt)
+        fields = unpack_fields(m, out, fmt, self.alt)
         m.d.sync += self.fields.eq(fields)
         return m
 
@@ -540,8 +559,8 @@ class MMA4(wiring.Component):
         def col_byte(j, c):                     # byte c of B's column j (see Beat)
             return rb[16 * (4 * (c // 2) + j) + 8 * (c % 2):][:8]
 
-        def element(name, operand, alt, w16, w32, lo8, hi8):
-            e = m.submodules[name] = ElementPick(operand, tf32=w32 is not None)
+        def element(name, operand, alt, w16, w32, lo8, hi8, only16=False):
+            e = m.submodules[name] = ElementPick(operand, tf32=w32 is not None, only16=only16)
             m.d.comb += [e.sel.eq(sel), e.w16.eq(w16), e.lo8.eq(lo8), e.hi8.eq(hi8), e.alt.eq(alt)]
             if w32 is not None:
                 m.d.comb += e.w32.eq(w32)
@@ -558,7 +577,8 @@ class MMA4(wiring.Component):
             fb.append(element(f"pick_b{x}", "b", mode.b_alt, rb.word_select(x, 16), v32,
                               col_byte(j, kb), col_byte(j, 4 + kb)))
         # 2:4 sparse beats (16-bit kinds): B's rows 4..7, word 4k + j of b_hi.
-        fh = [element(f"pick_bh{x}", "b", mode.b_alt, beat.b_hi[x], None, C(0, 8), C(0, 8))
+        fh = [element(f"pick_bh{x}", "b", mode.b_alt, beat.b_hi[x], None, C(0, 8), C(0, 8),
+                      only16=True)
               for x in range(16)] if self._sparse else None
         return fa, fb, fh
 
@@ -570,11 +590,17 @@ class MMA4(wiring.Component):
         fa, fb, fh = self._operand_bits(m, beat, sel, mode)
         int8 = mode.kind == InputKind.INT8
         ua = _reg(m, [unpack_finish(m, f) for f in fa], "x2_a")
-        ub = _reg(m, [unpack_finish(m, f) for f in fb], "x2_b")
+        vb = [unpack_finish(m, f) for f in fb]
+        ub = _reg(m, vb, "x2_b")
         if self._sparse:
-            uh = _reg(m, [unpack_finish(m, f) for f in fh], "x2_bh")
-            sparse = _reg(m, _reg(m, mode.sparse, "x1_sparse"), "x2_sparse")
-            meta = _reg(m, _reg(m, beat.meta, "x1_meta"), "x2_meta")
+            # The dense pick folds into the sparse one: a dense beat reads B's rows 2, 3 through
+            # the second group's registers and names rows 0..3 in metadata of its own, so that
+            # each product's B is one 4-way pick and no 2-way dense/sparse mux follows it.
+            x1_sparse = _reg(m, mode.sparse, "x1_sparse")
+            vh = [unpack_finish(m, f) for f in fh]
+            uh = _reg(m, [vh[x] if x < 8 else Mux(x1_sparse, vh[x], vb[x]) for x in range(16)],
+                      "x2_bh")
+            meta = _reg(m, Mux(x1_sparse, _reg(m, beat.meta, "x1_meta"), DENSE_META), "x2_meta")
         ent = Signal(BeatEntry)
         # The addends cross X1 raw and are unpacked into X2, as the FIFO keeps them.
         c1, first, f16 = _reg(m, beat.c, "x1_craw"), _reg(m, first, "x1_first"), _reg(m, mode.acc_f16, "x1_f16")
@@ -596,7 +622,7 @@ class MMA4(wiring.Component):
             i, j = divmod(x, 4)
             for k in range(4):
                 a = ua[4 * i + k]
-                b = self._b_of(ub, uh, meta, sparse, i, j, k) if self._sparse else ub[4 * k + j]
+                b = self._b_of(ub, uh, meta, i, j, k) if self._sparse else ub[4 * k + j]
                 m.d.comb += [ent.b_sig[4 * x + k].eq(b.sig), ent.b_neg[4 * x + k].eq(b.sign)]
                 m.d.comb += ent.pe[4 * x + k].eq(Mux(a.zero | b.zero, 0, a.bexp + b.bexp))
                 nan = a.nan | b.nan | (a.inf & b.zero) | (b.inf & a.zero)
@@ -608,15 +634,16 @@ class MMA4(wiring.Component):
         return ent, Cat(*cls)
 
     @staticmethod
-    def _b_of(ub, uh, meta, sparse, i, j, k):
-        """X2: the B operand of product (i, j, k): B[k][j], or in a 2:4 sparse beat the B row
-        the metadata names for row i's stored k (group g = k // 2, its s = k % 2-th index:
-        row 4g + i_s, of ``ub`` for g = 0, of ``uh`` for g = 1)."""
+    def _b_of(ub, uh, meta, i, j, k):
+        """X2: the B operand of product (i, j, k): the B row the metadata names for row i's
+        stored k (group g = k // 2, its s = k % 2-th index: row 4g + i_s, of ``ub`` for g = 0,
+        of ``uh`` for g = 1).  A dense beat's metadata is :data:`DENSE_META` (row k: rows 0, 1
+        of ``ub``, rows 2, 3 of ``uh``, which then holds B's rows 2, 3)."""
         g, s = divmod(k, 2)
         idx = meta[8 * i + 4 * g + 2 * s:][:2]
         rows = [Value.cast((uh if g else ub)[4 * r + j]) for r in range(4)]
         pick = Mux(idx[1], Mux(idx[0], rows[3], rows[2]), Mux(idx[0], rows[1], rows[0]))
-        return data.View(Operand, Mux(sparse, pick, Value.cast(ub[4 * k + j])))
+        return data.View(Operand, pick)
 
     def _beat_reduce(self, m, ent, cls, *, first, f16):
         """X4..X6: per output, the maximum over its 4 products and C (with the FP16 floor on
