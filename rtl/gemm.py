@@ -82,12 +82,17 @@ class InFlight(data.Struct):
 
 class TileLoader(wiring.Component):
     """Asks for tiles and loads each K step's operands into pair ``pair`` (0, 1, 0, ...) once
-    that pair is free; ``loaded`` pulses with the step's :class:`StepInfo` when it is full.
+    that pair is free; ``loaded`` pulses with the step's :class:`StepInfo` (``info``) when it
+    is full.
 
     Two memory read ports, two register-file load ports, a word per clock each.  Dense: A and
     B at once (16 lines of 2 words), 32 clocks.  Sparse: B's 32 rows (64 clocks, into B
     fragments 2p and 2p + 1) on port 1 while port 0 loads A's stored values (32 clocks), then
-    the 16 rows' metadata words (16 clocks).  A pair's B is always fragment 2p (+1).
+    the 16 rows' metadata words (16 clocks).  A pair's B is always fragment 2p (+1).  A word
+    reaches the register file two clocks after its address (the memory's read, then a
+    register); ``loaded`` pulses with the step's last write, when the next step's reads may
+    already run (they start two clocks after a step's last read: a step every 34 clocks
+    dense, 66 sparse, while the pairs are free).
     """
 
     def __init__(self):
@@ -106,12 +111,13 @@ class TileLoader(wiring.Component):
         sp = cfg.sparse
         have = Signal()                          # a tile is being loaded
         lti, ltj, lstep = Signal(TILE_BITS), Signal(TILE_BITS), Signal(TILE_BITS)
-        lp = self.pair
+        lp = Signal()                            # the pair being read (self.pair: being written)
         loading = Signal()
         n = Signal(6)                            # the step's load clock: line n[1:], word n[0]
         a_row, b_row = Signal(ADDR_BITS), Signal(ADDR_BITS)     # word address of the current line
         e_idx = Signal(ADDR_BITS + 2)            # metadata element (32-bit) of the current row
         pend, pend_n, pend_lane, pend_last = Signal(), Signal(6), Signal(2), Signal()
+        land = Signal()                          # the read words are written (see below)
 
         # A tile's first addresses take two clocks after its grant (a registered product, then
         # the base added): no multiplier on a step's path.  Each step then adds a constant.
@@ -154,28 +160,41 @@ class TileLoader(wiring.Component):
                 m.d.sync += e_idx.eq(e_idx + cfg.steps)
             with m.If(n == last_n):
                 m.d.sync += loading.eq(0)
-        pmeta = sp & pend_n[5]
-        a_port, b_port = self.load
-        m.d.comb += [a_port.en.eq(pend & ~(pmeta & pend_n[4])),
-                     a_port.kind.eq(Mux(pmeta, METADATA, MATRIX_A)), a_port.col.eq(0),
-                     a_port.frag.eq(lp),
-                     a_port.line.eq(Mux(pmeta, pend_n[:4], pend_n[1:5])),
-                     a_port.word.eq(Mux(pmeta, pend_lane, pend_n[0])),
-                     b_port.en.eq(pend), b_port.kind.eq(MATRIX_B), b_port.col.eq(cfg.b_cols),
-                     b_port.frag.eq(Cat(sp & pend_n[5], lp)),
-                     b_port.line.eq(pend_n[1:5]), b_port.word.eq(pend_n[0])]
-        for port, dat in ((a_port, self.a.data), (b_port, self.b.data)):
-            m.d.comb += [port.f16.eq(0), port.data.eq(dat)]
+        # The words land in the register file a clock after the read's data: registered first,
+        # so that the block RAM's clock-to-out (5.8 ns on ECP5) ends at a flip-flop and not in
+        # the fragments' write muxes.  The next step's reads may start meanwhile (the pair and
+        # step move on with the last read's data), so ``pair`` and ``info`` are registered too.
+        land_n, land_lane, land_last = Signal(6), Signal(2), Signal()
+        land_a, land_b = Signal.like(self.a.data, reset_less=True), Signal.like(self.b.data, reset_less=True)
+        m.d.sync += [land.eq(pend), land_n.eq(pend_n), land_lane.eq(pend_lane),
+                     land_last.eq(pend & pend_last), land_a.eq(self.a.data), land_b.eq(self.b.data)]
+        self._write_words(m, land, land_n, land_lane, land_a, land_b)
         last_step = lstep == cfg.steps - 1
-        m.d.comb += [self.info.first.eq(lstep == 0), self.info.last.eq(last_step),
-                     self.info.ti.eq(lti), self.info.tj.eq(ltj),
-                     self.loaded.eq(pend & pend_last),
-                     self.idle.eq(~have & ~loading & ~pend)]
+        m.d.sync += [self.info.first.eq(lstep == 0), self.info.last.eq(last_step),
+                     self.info.ti.eq(lti), self.info.tj.eq(ltj), self.pair.eq(lp)]
+        m.d.comb += [self.loaded.eq(land_last), self.idle.eq(~have & ~loading & ~pend & ~land)]
         with m.If(pend & pend_last):
             m.d.sync += [lp.eq(~lp), lstep.eq(lstep + 1)]
             with m.If(last_step):
                 m.d.sync += have.eq(0)
         return m
+
+    def _write_words(self, m, land, n, lane, a_word, b_word):
+        """The register-file writes of load clock ``n`` (line n[1:], word n[0]; sparse: n 32..47
+        are metadata rows, their element ``lane``) into pair ``self.pair``."""
+        sp, lp = self.cfg.sparse, self.pair
+        meta = sp & n[5]
+        a_port, b_port = self.load
+        m.d.comb += [a_port.en.eq(land & ~(meta & n[4])),
+                     a_port.kind.eq(Mux(meta, METADATA, MATRIX_A)), a_port.col.eq(0),
+                     a_port.frag.eq(lp),
+                     a_port.line.eq(Mux(meta, n[:4], n[1:5])),
+                     a_port.word.eq(Mux(meta, lane, n[0])),
+                     b_port.en.eq(land), b_port.kind.eq(MATRIX_B), b_port.col.eq(self.cfg.b_cols),
+                     b_port.frag.eq(Cat(sp & n[5], lp)),
+                     b_port.line.eq(n[1:5]), b_port.word.eq(n[0])]
+        for port, dat in ((a_port, a_word), (b_port, b_word)):
+            m.d.comb += [port.f16.eq(0), port.data.eq(dat)]
 
 
 class TileStorer(wiring.Component):

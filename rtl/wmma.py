@@ -140,7 +140,8 @@ class WmmaSequencer(wiring.Component):
 
     The *memory unit* runs fill (16 clocks: one register-file entry per clock; 32 for a pair),
     load_matrix_sync (one 128-bit word per clock: 32 clocks for a 16-bit 16x16 fragment, 64
-    for FP32; 64 for the 32x16 of the other shapes, 16 for their 16x8) and store_matrix_sync
+    for FP32; 64 for the 32x16 of the other shapes, 16 for their 16x8; plus two: the memory's
+    read, then a register before the register file) and store_matrix_sync
     (likewise, plus one clock: the register file's reads are registered).  The other shapes'
     mma_sync is the same 64 beats (their 32x8 accumulator is 16 blocks too).  The *MMA unit* runs mma_sync: 64 beats of the 4x4x4 core, one per clock
     (:class:`rtl.feeder.BeatFeeder`), D written back as each 4x4 block leaves the core:
@@ -430,13 +431,20 @@ class WmmaSequencer(wiring.Component):
             advance()
             with m.If(last_beat):
                 m.d.sync += rd_active.eq(0)
-        with m.If(rd_pending):
+        # The word is registered before the bank (the block RAM's clock-to-out, 5.8 ns on ECP5,
+        # ends at a flip-flop, not in the fragments' write muxes): written a clock later.
+        ld_valid, ld_last = Signal(), Signal()
+        ld_line, ld_word = Signal.like(rd_line), Signal.like(rd_word)
+        ld_data = Signal.like(self.mem_rd.data, reset_less=True)
+        m.d.sync += [ld_valid.eq(rd_pending), ld_last.eq(rd_pending & rd_last), ld_line.eq(rd_line),
+                     ld_word.eq(rd_word), ld_data.eq(self.mem_rd.data)]
+        with m.If(ld_valid):
             lw = bank.load[0]
             m.d.comb += [lw.en.eq(1), lw.kind.eq(u.kind), lw.mnk.eq(m_shape),
                          lw.col.eq(m_col), lw.f16.eq(m_f16),
-                         lw.frag.eq(u.frag), lw.line.eq(rd_line), lw.word.eq(rd_word),
-                         lw.data.eq(self.mem_rd.data)]
-            with m.If(rd_last):
+                         lw.frag.eq(u.frag), lw.line.eq(ld_line), lw.word.eq(ld_word),
+                         lw.data.eq(ld_data)]
+            with m.If(ld_last):
                 m.d.sync += u.done.eq(1)
         # Store: read the register file (data one clock later), write memory, a word a clock.
         m.d.comb += [bank.store.frag.eq(u.frag), bank.store.col.eq(m_col), bank.store.mnk.eq(m_shape),

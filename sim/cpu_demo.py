@@ -222,11 +222,11 @@ def _console(text: str, prefix: str) -> dict:
     return {}
 
 
-def _build_sim(out: Path, log) -> Path:
+def _build_sim(out: Path, log, lanes: int) -> Path:
     from rtl.designs import to_verilog
     from sim.runner import setup_path
 
-    soc = to_verilog("soc", header=True, data_width=DW)
+    soc = to_verilog("soc", header=True, data_width=DW, lanes=lanes)
     tb = system_verilog(DW)
     cpu = picorv32_verilog().read_text()
     key = _digest(soc, tb, cpu)
@@ -248,8 +248,11 @@ def _build_sim(out: Path, log) -> Path:
 
 
 def run_cpu_demo(out: Path, *, m: int = 32, n: int = 32, k: int = 32, fmt: str = "fp16",
-                 seed: int = 1, software: bool = True, log=print) -> dict:
+                 seed: int = 1, software: bool = True, lanes: int = 64, log=print) -> dict:
     """Build and run the CPU demo in ``out``; return its figures and checks.
+
+    ``lanes``: the products per clock of the block's core (64, 32 or 16: the size of the
+    core, not its results; the block's cycles grow as the lanes shrink).
 
     ``mismatches``: the block's D against :func:`golden.mma.mma`; ``software_mismatches``:
     the CPU's D against :func:`software_reference`; ``accel_cpu_clocks`` / ``sw_cpu_clocks``:
@@ -257,6 +260,7 @@ def run_cpu_demo(out: Path, *, m: int = 32, n: int = 32, k: int = 32, fmt: str =
     simulation, the same clock); ``speedup``: their ratio."""
     import ml_dtypes
     from golden import mma
+    from rtl.mma4 import LANES
     from rtl.regmap import ErrorCode
 
     for name, v in (("M", m), ("N", n), ("K", k)):
@@ -266,9 +270,11 @@ def run_cpu_demo(out: Path, *, m: int = 32, n: int = 32, k: int = 32, fmt: str =
         raise DemoError(f"{m}x{n}x{k}: each of A, B and D must hold at most {MAX_ELEMS} elements")
     if fmt not in ("fp16", "bf16"):
         raise DemoError(f"format must be fp16 or bf16, not {fmt!r}")
+    if lanes not in LANES:
+        raise DemoError(f"lanes must be one of {', '.join(map(str, LANES))}, not {lanes}")
     out.mkdir(parents=True, exist_ok=True)
     build_firmware(out, log)
-    exe = _build_sim(out, log)
+    exe = _build_sim(out, log, lanes)
     rng = np.random.default_rng(seed)
     conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
     a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
@@ -292,7 +298,7 @@ def run_cpu_demo(out: Path, *, m: int = 32, n: int = 32, k: int = 32, fmt: str =
     bad_size = _console(said, "tcore-demo: bad-size")
     d = _read_hex(out / "d.hex", DW)[:m * n * 4].view(np.uint32).reshape(m, n)
     want = mma(a, b, np.zeros((m, n), np.uint32), in_fmt=fmt, out_fmt="fp32")
-    result = {"m": m, "n": n, "k": k, "format": fmt, "exit": int(end[1]), "sim_clocks": int(end[2]),
+    result = {"m": m, "n": n, "k": k, "format": fmt, "lanes": lanes, "exit": int(end[1]), "sim_clocks": int(end[2]),
               "bus_errors": int(end[3]), "sim_s": round(sim_s, 1),
               "status": accel.get("status"), "accel_cpu_clocks": accel.get("cpu_clocks"),
               "accel_block_cycles": accel.get("block_cycles"), "beats": accel.get("beats"),
@@ -322,6 +328,8 @@ def main(argv=None) -> int:
     p.add_argument("--k", type=int, default=32)
     p.add_argument("--format", default="fp16", choices=["fp16", "bf16"])
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--lanes", type=int, default=64,
+                   help="products per clock of the block's core: 64, 32 or 16 (default 64)")
     p.add_argument("--no-software", action="store_true", help="skip the CPU's own GEMM")
     p.add_argument("--json", action="store_true", help="last line: one JSON object")
     p.add_argument("-o", default=None, metavar="DIR", help="build folder (default build/cpu-demo)")
@@ -330,13 +338,13 @@ def main(argv=None) -> int:
     out = Path(args.o) if args.o else build_root() / "cpu-demo"
     try:
         r = run_cpu_demo(out, m=args.m, n=args.n, k=args.k, fmt=args.format, seed=args.seed,
-                         software=not args.no_software)
+                         software=not args.no_software, lanes=args.lanes)
     except DemoError as e:
         print(f"cpu-demo: error: {e}", file=sys.stderr)
         return 2
     ok = (r["mismatches"] == 0 and r["status"] == 0 and r["exit"] == 0 and r["bad_size_ok"]
           and r.get("software_mismatches", 0) == 0 and r["bus_errors"] == 0)
-    print(f"cpu-demo: {args.m}x{args.n}x{args.k} {args.format} -> fp32, PicoRV32 + tcore soc on Verilator")
+    print(f"cpu-demo: {args.m}x{args.n}x{args.k} {args.format} -> fp32, PicoRV32 + tcore soc ({args.lanes}-lane core) on Verilator")
     print(f"  accelerator: status {r['status']}, D mismatches {r['mismatches']} of {args.m * args.n} "
           f"({'bit-exact' if r['mismatches'] == 0 else 'WRONG'}), {r['accel_cpu_clocks']} CPU clocks "
           f"(block {r['accel_block_cycles']} cycles, {r['beats']} beats)")

@@ -265,11 +265,24 @@ def over_capacity(log: str) -> list[tuple[str, int, int]]:
     return [(n, int(u), int(a)) for n, u, a in _UTIL.findall(log) if int(u) > int(a)]
 
 
-def _too_big(design: str, params: dict, device: str, over) -> str:
-    what = ", ".join(f"{u:,} {_UTIL_NAMES.get(n, n)} of {a:,}" for n, u, a in over)
+def placement_full(log: str) -> list[tuple[str, int, int]]:
+    """When nextpnr-ecp5's placer gave up for want of room ("Unable to find legal placement"):
+    the resources of its utilisation table at 95 % or more, ``(name, used, available)`` each
+    (e.g. 24,220 of 24,288 logic cells); else an empty list."""
+    if "Unable to find legal placement" not in log:
+        return []
+    return [(n, int(u), int(a)) for n, u, a in _UTIL.findall(log) if int(u) >= 0.95 * int(a)]
+
+
+def _too_big(design: str, params: dict, device: str, over, full: bool = False) -> str:
+    what = ", ".join(f"{u:,} {_UTIL_NAMES.get(n, n)} of {a:,}" + (f" ({100 * u / a:.1f} %)" if full else "")
+                     for n, u, a in over)
     hint = ("--dense-only (the core without its 2:4 sparse select network), fewer --lanes or a "
             "larger --device" if design == "mma4" and params.get("sparse", True)
             else "fewer --lanes or a larger --device")
+    if full:
+        return (f"{design} {params} does not fit the {device}: nextpnr found no legal placement "
+                f"with {what}. Try {hint}.")
     return f"{design} {params} does not fit the {device}: {what}. Try {hint}."
 
 
@@ -481,6 +494,8 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
                 _stamp(work, f"report-s{s}.json", key)
                 say(f"nextpnr seed {s} done in {el:.0f} s")
             elif timeout_s is None or el <= timeout_s:
+                if full := placement_full((work / f"nextpnr-s{s}.log").read_text(errors="replace")):
+                    raise SynthError(_too_big(design, params, device, full, full=True))
                 raise SynthError(f"nextpnr-ecp5 seed {s} failed (exit {proc.returncode}); log "
                                  f"{work / f'nextpnr-s{s}.log'}:\n  " + _tail(work / f"nextpnr-s{s}.log"))
     t3 = time.perf_counter()

@@ -69,7 +69,8 @@ def test_cpu_demo_small_gemm(tmp_path):
     golden model, a bad size answered with BAD_SIZE through the driver, the CPU's own
     soft-float GEMM equal to its float32 model, and both timed by the CPU."""
     from sim.cpu_demo import run_cpu_demo
-    r = run_cpu_demo(tmp_path, m=16, n=16, k=16, fmt="fp16", log=lambda line: None)
+    # A 16-lane core: the same results as 64 lanes (tests/test_mma4_rtl.py), a faster simulation.
+    r = run_cpu_demo(tmp_path, m=16, n=16, k=16, fmt="fp16", lanes=16, log=lambda line: None)
     assert r["exit"] == 0 and r["bus_errors"] == 0, r
     assert r["status"] == 0 and r["mismatches"] == 0, r
     assert r["bad_size_status"] == ErrorCode.BAD_SIZE
@@ -77,7 +78,7 @@ def test_cpu_demo_small_gemm(tmp_path):
     assert r["software_mismatches"] == 0
     assert r["accel_block_cycles"] < r["accel_cpu_clocks"] < r["sw_cpu_clocks"]
     # BF16, no software GEMM: the simulation is reused (same Verilog), the firmware too.
-    r = run_cpu_demo(tmp_path, m=32, n=16, k=32, fmt="bf16", seed=3, software=False,
+    r = run_cpu_demo(tmp_path, m=32, n=16, k=32, fmt="bf16", seed=3, software=False, lanes=16,
                      log=lambda line: None)
     assert r["exit"] == 0 and r["status"] == 0 and r["mismatches"] == 0, r
     assert "sw_cpu_clocks" not in r
@@ -90,3 +91,5 @@ def test_cpu_demo_refuses_bad_sizes(tmp_path):
         run_cpu_demo(tmp_path, m=24, n=16, k=16)
     with pytest.raises(DemoError, match="at most 16384"):
         run_cpu_demo(tmp_path, m=256, n=256, k=16)
+    with pytest.raises(DemoError, match="lanes must be one of 64, 32, 16, not 8"):
+        run_cpu_demo(tmp_path, m=16, n=16, k=16, lanes=8)

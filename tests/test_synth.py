@@ -132,6 +132,19 @@ def test_over_capacity_reads_the_utilisation_table():
     assert "--dense-only" not in _too_big("mma4", {"sparse": False}, "ecp5-25k", [("DP16KD", 60, 56)])
 
 
+def test_placement_full_names_what_left_no_room():
+    """nextpnr's placer gave up at 99.7 % of the logic cells (the 16-lane 2:4 core on the
+    ECP5-25F): the refusal names that resource with its fill, and nothing when it placed."""
+    from sim.synth import _too_big, placement_full
+    log = (_TOO_BIG_LOG.replace("25964/  24288   106%", "24220/  24288    99%") +
+           "ERROR: Unable to find legal placement for all cells, design is probably at utilisation limit.\n")
+    assert placement_full(log) == [("TRELLIS_COMB", 24220, 24288)]
+    assert placement_full(log.replace("ERROR: Unable", "Info: able")) == []
+    msg = _too_big("mma4", {"lanes": 16}, "ecp5-25k", placement_full(log), full=True)
+    assert "no legal placement with 24,220 logic cells (LUT4 and carry halves) of 24,288 (99.7 %)" in msg
+    assert "--dense-only" in msg
+
+
 def test_synth_stops_a_design_that_does_not_fit(tmp_path, monkeypatch, capsys):
     """nextpnr-ecp5 places a design over the part's capacity without end: tcore synth stops it
     as soon as the utilisation table shows it and says what is over (fake tools here)."""
