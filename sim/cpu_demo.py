@@ -272,6 +272,7 @@ def run_cpu_demo(out: Path, *, m: int = 32, n: int = 32, k: int = 32, fmt: str =
         raise DemoError(f"format must be fp16 or bf16, not {fmt!r}")
     if lanes not in LANES:
         raise DemoError(f"lanes must be one of {', '.join(map(str, LANES))}, not {lanes}")
+    out = Path(out).resolve()           # the simulation runs in it: a relative path would move
     out.mkdir(parents=True, exist_ok=True)
     build_firmware(out, log)
     exe = _build_sim(out, log, lanes)

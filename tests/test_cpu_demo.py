@@ -3,6 +3,7 @@ the generated register header and the driver."""
 
 import shutil
 import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -64,13 +65,15 @@ def test_software_reference_rounds_each_add():
 
 
 @needs_gcc
-def test_cpu_demo_small_gemm(tmp_path):
+def test_cpu_demo_small_gemm(tmp_path, monkeypatch):
     """PicoRV32 firmware programs the block through the C driver: D bit-exact against the
     golden model, a bad size answered with BAD_SIZE through the driver, the CPU's own
     soft-float GEMM equal to its float32 model, and both timed by the CPU."""
     from sim.cpu_demo import run_cpu_demo
     # A 16-lane core: the same results as 64 lanes (tests/test_mma4_rtl.py), a faster simulation.
-    r = run_cpu_demo(tmp_path, m=16, n=16, k=16, fmt="fp16", lanes=16, log=lambda line: None)
+    # A relative build folder, as `make cpu-demo CPU_DEMO_ARGS="-o DIR"` passes it.
+    monkeypatch.chdir(tmp_path)
+    r = run_cpu_demo(Path("demo"), m=16, n=16, k=16, fmt="fp16", lanes=16, log=lambda line: None)
     assert r["exit"] == 0 and r["bus_errors"] == 0, r
     assert r["status"] == 0 and r["mismatches"] == 0, r
     assert r["bad_size_status"] == ErrorCode.BAD_SIZE
@@ -78,7 +81,7 @@ def test_cpu_demo_small_gemm(tmp_path):
     assert r["software_mismatches"] == 0
     assert r["accel_block_cycles"] < r["accel_cpu_clocks"] < r["sw_cpu_clocks"]
     # BF16, no software GEMM: the simulation is reused (same Verilog), the firmware too.
-    r = run_cpu_demo(tmp_path, m=32, n=16, k=32, fmt="bf16", seed=3, software=False, lanes=16,
+    r = run_cpu_demo(Path("demo"), m=32, n=16, k=32, fmt="bf16", seed=3, software=False, lanes=16,
                      log=lambda line: None)
     assert r["exit"] == 0 and r["status"] == 0 and r["mismatches"] == 0, r
     assert "sw_cpu_clocks" not in r
