@@ -424,19 +424,36 @@ class _CompileWatch:
                 shown, last = (done, total), now
 
 
+def _journal(say):
+    """``say``, also appending each line with its time and process to ``build/builds.log``: what
+    every build cost, across test workers and commands (the log of a test run's builds)."""
+    log = build_root() / "builds.log"
+
+    def both(line: str):
+        say(line)
+        try:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with open(log, "a") as f:
+                f.write(f"{time.strftime('%Y-%m-%d %H:%M:%S')} [{os.getpid()}] {line}\n")
+        except OSError:
+            pass                     # a read-only build folder loses the journal, not the build
+    return both
+
+
 def build(sim: str, design: str, params: dict | None = None, waves: bool = False, say=_say):
     """Build ``design`` for ``sim``; return ``(runner, build_dir)``.  Cheap when up to date.
 
     ``say`` (a callable taking a line; default: stderr) hears each phase of a build that does
     work: elaboration, Verilator's verilate and C++ steps (objects done of total) or the Icarus
-    compile, each with its time.  A first GEMM-top build on Verilator takes minutes.
+    compile, each with its time; ``build/builds.log`` keeps those lines of every build (time,
+    process).  A first GEMM-top build on Verilator takes minutes.
     """
     from cocotb_tools.runner import get_runner
 
     params, waves = dict(params or {}), bool(waves)
     setup_path()
     _check_simulator(sim)
-    say = say or (lambda line: None)
+    say = _journal(say or (lambda line: None))
     bdir = build_dir(sim, design, params, waves)
     with _lock(build_root() / f".{bdir.name}.lock"):
         from rtl.designs import bench_memory

@@ -142,17 +142,20 @@ def test_build_progress_counts_objects(tmp_path):
 
 
 def test_build_prints_its_phases(tmp_path, monkeypatch):
-    """A build that does work says so, phase by phase, on its ``say`` callable; an up-to-date
-    build says nothing."""
+    """A build that does work says so, phase by phase, on its ``say`` callable and in the
+    journal ``builds.log``; an up-to-date build says nothing."""
     from sim.runner import build
     monkeypatch.setenv("TCORE_BUILD", str(tmp_path))
     lines = []
     build("icarus", "axilregs", say=lines.append)
     assert lines[0] == "axilregs: elaborating (Amaranth -> Verilog) ..."
     assert lines[1].startswith("axilregs: elaborated in ") and lines[1].endswith(" s"), lines
+    journal = (tmp_path / "builds.log").read_text().splitlines()
+    assert [j.split("] ", 1)[1] for j in journal] == lines     # every phase, in order, stamped
     lines.clear()
     build("icarus", "axilregs", say=lines.append)
     assert lines == []
+    assert len((tmp_path / "builds.log").read_text().splitlines()) == len(journal)
 
 
 def test_handover_round_trip_and_missing_parameter(tmp_path):
