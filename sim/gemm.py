@@ -219,7 +219,7 @@ def _run_design(backend, design, module, params, image, job: dict, tiles, *, wav
             return {key: r[key] for key in r.files}
 
 
-def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, cores=1):
+def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, cores=1, lanes=64):
     """Run ``tb.fp4_bench.reset_midrun`` on the quantised GEMM: reset ``reset_at`` clocks after
     start, then the whole job again, checked against :func:`golden.nvfp4.gemm`."""
     from golden import nvfp4
@@ -230,16 +230,17 @@ def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, cores=1):
     img, cfg, fcfg = fp4_image(qa, qbt)
     job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()},
            "want": nvfp4.gemm(qa, qbt)}
-    params = gemm_params(cores, mem_words_for(img.size // 16))
+    params = gemm_params(cores, mem_words_for(img.size // 16), lanes)
     _run_design(backend, "fp4gemm", "tb.fp4_bench", params, img, job,
                 (m // 16) * (n // 16), waves=False, progress=False, test="reset_midrun",
                 options={"reset_at": reset_at})
 
 
-def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, waves=False, progress=True):
+def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, lanes=64, waves=False, progress=True):
     """D (FP32 bits) for quantised A (M x K) and B^T (N x K) on ``backend`` ("golden",
     "icarus", "verilator"): the ``fp4gemm`` design decodes, runs matmulT and scales by the
-    tensor scales (:class:`rtl.nvfp4.Fp4GemmTop`); the golden model is :func:`golden.nvfp4.gemm`.
+    tensor scales (:class:`rtl.nvfp4.Fp4GemmTop`, its cores of ``lanes`` multipliers); the
+    golden model is :func:`golden.nvfp4.gemm`.
     """
     from golden import nvfp4
 
@@ -257,7 +258,7 @@ def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, waves=False, progress=True):
     from host.images import fp4_image
     img, cfg, fcfg = fp4_image(qa, qbt)
     try:
-        params = gemm_params(cores, mem_words_for(img.size // 16))
+        params = gemm_params(cores, mem_words_for(img.size // 16), lanes)
     except ValueError as e:
         raise ValueError(f"a {m}x{k}x{n} {qa.fmt} GEMM {e}") from None
     job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()}}

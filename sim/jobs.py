@@ -226,8 +226,8 @@ def _run_fp4(job: GemmJob) -> GemmResult:
 
     a, b = fp4_operands(job.m, job.n, job.k, job.seed)
     qa, qbt = nvfp4.quantize(a, job.format), nvfp4.quantize(np.ascontiguousarray(b.T), job.format)
-    d, info = _simulate(run_fp4_gemm, job.backend, qa, qbt, cores=job.cores, waves=job.waves,
-                        progress=job.progress)
+    d, info = _simulate(run_fp4_gemm, job.backend, qa, qbt, cores=job.cores, lanes=job.lanes,
+                        waves=job.waves, progress=job.progress)
     want = nvfp4.gemm(qa, qbt)
     exact = a.astype(np.float64) @ b.astype(np.float64)
     got = d.view(np.float32).astype(np.float64)

@@ -167,13 +167,14 @@ def test_bench_all(capsys):
     (["verify", "T", "--lanes", "16"], ["--lanes", "--backend golden"]),
     (["verify", "T", "--backend", "verilator", "--lanes", "8"], ["--lanes", "8"]),
     (["gemm", "--m", "16", "--n", "16", "--k", "16", "--backend", "golden", "--lanes", "16"], ["--lanes"]),
-    (["gemm", "--m", "16", "--n", "16", "--k", "64", "--format", "nvfp4", "--lanes", "16"], ["--lanes", "nvfp4"]),
+    (["gemm", "--m", "16", "--n", "16", "--k", "64", "--format", "nvfp4", "--backend", "golden", "--lanes", "16"],
+     ["--lanes", "--backend golden"]),
     (["verilog", "-o", "O", "--design", "fp4dec", "--lanes", "16"], ["fp4dec", "--lanes"]),
     (["synth", "--design", "axilregs", "--lanes", "16"], ["axilregs", "--lanes"]),
 ])
 def test_lanes_refused_where_it_means_nothing(argv, words, tmp_path, capsys):
-    """--lanes picks the MMA4 core's multipliers: refused on the golden model, on the designs
-    whose core is fixed at 64 lanes, for FP4 decoders, and outside 64/32/16."""
+    """--lanes picks the MMA4 core's multipliers: refused on the golden model (FP4 GEMMs
+    too), on designs without an MMA4 core, for FP4 decoders, and outside 64/32/16."""
     argv = [_tile_file(tmp_path / "t.npz", 16) if a == "T" else str(tmp_path / "v") if a == "O" else a
             for a in argv]
     code, out, err = tcore(argv, capsys)

@@ -53,12 +53,17 @@ def test_fp32_mul_matches_ieee():
     assert not bad, f"{len(bad)} of {a.size} products differ, e.g. {bad[:4]}"
 
 
-@pytest.mark.parametrize("fmt,m,n,k", [("nvfp4", 64, 64, 64), ("mxfp4", 32, 48, 64)])
-def test_fp4_gemm_on_verilator(fmt, m, n, k, capsys):
+# The FP4 front end does not depend on the core's size: make test runs it on 16-lane cores (a
+# smaller build); the default 64-lane build runs under slow (its GEMM top is tested in
+# test_gemm_rtl.py).
+@pytest.mark.parametrize("fmt,m,n,k,lanes", [
+    ("nvfp4", 64, 64, 64, 16), ("mxfp4", 32, 48, 64, 16),
+    pytest.param("nvfp4", 64, 64, 64, 64, marks=pytest.mark.slow)])
+def test_fp4_gemm_on_verilator(fmt, m, n, k, lanes, capsys):
     code = main(["gemm", "--m", str(m), "--n", str(n), "--k", str(k), "--format", fmt,
-                 "--backend", "verilator", "--json", "--seed", "5"])
+                 "--backend", "verilator", "--json", "--seed", "5", "--lanes", str(lanes)])
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-    assert code == 0 and r["mismatches"] == 0 and r["format"] == fmt
+    assert code == 0 and r["mismatches"] == 0 and r["format"] == fmt and r["lanes"] == lanes
     # What 4 bits cost on standard normal data (about 0.13 for NVFP4, 0.16 for MXFP4).
     assert 0.02 < r["rel_err_vs_fp64"] < 0.3
     # The GEMM phase keeps its core busy; decode and epilogue are counted in "cycles".
@@ -99,7 +104,7 @@ def test_fp4_gemm_special_scale_codes_through_rtl(fmt, specials):
     for i, code in enumerate(specials):
         qa.scales[2 * i, 0] = code             # one block of a row of A per special code
         qa.codes[2 * i, :qa.block] = 0x7       # +6.0, the largest element: overflows at 253/254
-    d, _ = run_fp4_gemm("verilator", qa, qbt, progress=False)
+    d, _ = run_fp4_gemm("verilator", qa, qbt, lanes=16, progress=False)
     want = nvfp4.gemm(qa, qbt)
     bad = np.flatnonzero(d != want)
     assert bad.size == 0, f"{bad.size} of {d.size} differ, first {d.flat[bad[0]]:#x} != {want.flat[bad[0]]:#x}"
@@ -120,7 +125,7 @@ def test_fp4_gemm_reset_midrun_in_every_phase():
     from sim.gemm import fp4_reset_bench, run_fp4_gemm
     from golden import nvfp4
     qa, qbt = _quantised("nvfp4", 32, 32, 64, 22)
-    d, info = run_fp4_gemm("verilator", qa, qbt, progress=False)
+    d, info = run_fp4_gemm("verilator", qa, qbt, lanes=16, progress=False)
     assert np.array_equal(d, nvfp4.gemm(qa, qbt))
     decode = (info["cycles"] - info["gemm_cycles"]) // 2          # well inside the decode phase
     epilogue_end = info["cycles"]
@@ -128,7 +133,7 @@ def test_fp4_gemm_reset_midrun_in_every_phase():
     decode_words = (32 * 64 + 64 * 32) * 2 // 16
     assert info["cycles"] - info["gemm_cycles"] >= 3 * decode_words + 2 * epilogue_words
     for at in (decode // 3, 3 * decode_words + info["gemm_cycles"] // 2, epilogue_end - epilogue_words):
-        fp4_reset_bench("verilator", qa, qbt, at)
+        fp4_reset_bench("verilator", qa, qbt, at, lanes=16)
 
 
 @pytest.mark.slow

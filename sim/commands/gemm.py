@@ -122,8 +122,6 @@ def make_job(args):
         if args.a or args.b or args.c:
             raise CliError(f"--format {fmt} quantises random float32 operands; --a/--b/--c "
                            "take FP16 or BF16 matrices")
-        if args.lanes != 64:
-            raise CliError(f"--format {fmt} runs on the FP4 GEMM top's 64-lane cores (no --lanes)")
         if None in (args.m, args.n, args.k):
             raise CliError("--m, --n and --k are required")
         _check_fp4(args.m, args.n, args.k, fmt, acc, args.arch)
@@ -269,7 +267,7 @@ def summary(r, wall_s: float) -> dict:
     fma, peak = job.m * job.n * job.k, job.peak
     if job.format in FP4_FORMATS:
         extra = {"rel_err_vs_fp64": r.error, "gemm_cycles": r.gemm_cycles,
-                 "gemm_utilization": fma / r.gemm_cycles / (64 * job.cores) if r.gemm_cycles else None,
+                 "gemm_utilization": fma / r.gemm_cycles / peak if r.gemm_cycles else None,
                  "tensor_scale_a": r.tensor_scales[0], "tensor_scale_b": r.tensor_scales[1]}
     else:
         extra = {"max_abs_err_vs_fp64": r.error, "inputs": "files" if job.files else "random"}
