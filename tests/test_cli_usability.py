@@ -140,14 +140,16 @@ def test_probe_shows_why_nvcc_failed(tmp_path, capsys):
 def test_verilog_takes_design_parameters_and_documents_ports(tmp_path, capsys):
     from rtl.gemm import GemmConfig
     from rtl.mma4 import Beat
-    # 16-lane cores: the same ports and layouts as 64, in half the elaboration time.
+    # 16-lane cores: the same ports and layouts as 64, in half the elaboration time; the
+    # parameters of the two-warp GEMM bench's and the 16-lane core bench's builds, whose
+    # elaboration (cached in build/verilog) this command shares.
     code, out, _ = cli(capsys, "verilog", "-o", tmp_path, "--design", "gemm", "--cores", "2",
-                       "--mem-kib", "64", "--lanes", "16")
-    assert code == 0 and "cores=2, lanes=16, mem_words=4096" in out
+                       "--mem-kib", "512", "--lanes", "16")
+    assert code == 0 and "cores=2, lanes=16, mem_words=32768" in out
     code, out, _ = cli(capsys, "verilog", "-o", tmp_path, "--design", "mma4", "--lanes", "16")
     assert code == 0 and "mma4" in out
     gemm = (tmp_path / "gemm.v").read_text()
-    assert "module gemm(" in gemm and "parameters cores=2, lanes=16, mem_words=4096" in gemm
+    assert "module gemm(" in gemm and "parameters cores=2, lanes=16, mem_words=32768" in gemm
     # The header's bit fields are the layouts' own, LSB first.
     lay = data.Layout.cast(GemmConfig)
     for name, field in lay:

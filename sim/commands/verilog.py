@@ -15,7 +15,7 @@ def add_arguments(parser):
     parser.add_argument("--design", action="append", help="only this design (repeatable)")
     parser.add_argument("--cores", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm, soc)")
     parser.add_argument("--lanes", type=int, default=None, choices=[64, 32, 16],
-                        help="multipliers of the MMA4 core (mma4, mma4play, gemm, wmma, soc)")
+                        help="multipliers of the MMA4 core (mma4, mma4play, gemm, fp4gemm, wmma, soc)")
     parser.add_argument("--dense-only", action="store_true",
                         help="mma4: the core without its 2:4 sparse select network")
     parser.add_argument("--mem-kib", type=int, default=None, metavar="KIB",
@@ -26,7 +26,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from rtl.designs import DESIGNS, LINT_PARAMS, make, parameters, to_verilog
+    from rtl.designs import DESIGNS, LINT_PARAMS, make, parameters, port_header
+    from sim.runner import verilog_for
 
     out = Path(args.o)
     if out.exists() and not out.is_dir():
@@ -60,17 +61,19 @@ def run(args) -> int:
                 raise CliError(f"--dense-only is for --design mma4, not {name}")
             params["sparse"] = False
         try:
-            make(name, **params)                 # the design checks its parameters' values
+            top = make(name, **params)           # the design checks its parameters' values
         except ValueError as e:
             raise CliError(f"design {name}: {e}") from None
-        builds.append((name, params))
+        builds.append((name, params, top))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CliError(f"-o {out}: cannot create the folder ({e.strerror})") from None
-    for name, params in builds:
+    for name, params, top in builds:
         path = out / f"{name}.v"
-        path.write_text(to_verilog(name, header=True, **params))
+        # The Verilog comes from the benches' cache (build/verilog): elaborated once per design,
+        # parameters and RTL source, whether make lint, a bench or this command asked first.
+        path.write_text(port_header(top, name, params) + verilog_for(name, params).read_text())
         print(f"wrote {path}  ({', '.join(f'{k}={v}' for k, v in sorted(params.items())) or 'defaults'})",
               flush=True)
         if name == "soc":           # and the plain Verilog testbench that drives it
