@@ -223,10 +223,9 @@ def _console(text: str, prefix: str) -> dict:
 
 
 def _build_sim(out: Path, log, lanes: int) -> Path:
-    from rtl.designs import to_verilog
-    from sim.runner import setup_path
+    from sim.runner import design_verilog, setup_path
 
-    soc = to_verilog("soc", header=True, data_width=DW, lanes=lanes)
+    soc = design_verilog("soc", {"data_width": DW, "lanes": lanes})
     tb = system_verilog(DW)
     cpu = picorv32_verilog().read_text()
     key = _digest(soc, tb, cpu)

@@ -21,7 +21,7 @@ import threading
 import time
 from pathlib import Path
 
-__all__ = ["SIMULATORS", "ROOT", "build_dir", "setup_path", "verilog_for", "build", "run_bench",
+__all__ = ["SIMULATORS", "ROOT", "build_dir", "setup_path", "verilog_for", "design_verilog", "build", "run_bench",
            "keep_waves", "wave_note", "SimError"]
 
 SIMULATORS = ("verilator", "icarus")
@@ -116,8 +116,11 @@ def verilog_for(design: str, params: dict, say=None) -> Path:
     ``say`` (a callable taking a line) hears when the Verilog is regenerated and how long
     Amaranth took: about a minute for the GEMM tops.
     """
-    from rtl.designs import to_verilog
+    from rtl.designs import parameters, to_verilog
 
+    # A parameter given at its default value is the same design: one file, one elaboration.
+    defaults = parameters(design)
+    params = {k: v for k, v in params.items() if not (k in defaults and defaults[k] == v)}
     out = build_root() / "verilog" / f"{design}{_param_tag(params)}.v"
     stamp = out.with_suffix(".hash")
     key = _rtl_hash(design, params)
@@ -139,6 +142,14 @@ def verilog_for(design: str, params: dict, say=None) -> Path:
         os.replace(f.name, out)
     stamp.write_text(key)
     return out
+
+
+def design_verilog(design: str, params: dict) -> str:
+    """The design's Verilog as ``tcore verilog`` writes it: the port header
+    (:func:`rtl.designs.port_header`, naming ``params``) and the cached text of
+    :func:`verilog_for`."""
+    from rtl.designs import make, port_header
+    return port_header(make(design, **params), design, params) + verilog_for(design, params).read_text()
 
 
 _TRIGGER = re.compile(r"reg (\\\$auto\$verilog_backend\.cc:\d+:dump_module\$\d+) += 0;")

@@ -271,8 +271,7 @@ def run_demo(out: Path, *, sim: str = "icarus", m: int = 32, n: int = 32, k: int
     (icarus or verilator), and compare D with the golden model."""
     import ml_dtypes
     from golden import mma
-    from rtl.designs import to_verilog
-    from sim.runner import icarus_text
+    from sim.runner import design_verilog, icarus_text
 
     for name, v in (("M", m), ("N", n), ("K", k)):
         if v < 16 or v % 16:
@@ -281,7 +280,7 @@ def run_demo(out: Path, *, sim: str = "icarus", m: int = 32, n: int = 32, k: int
         raise DemoError(f"{m}x{n}x{k} does not fit the testbench's {MEM_BYTES >> 20} MiB memory map")
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    text = to_verilog("soc", header=True, data_width=data_width)
+    text = design_verilog("soc", {"data_width": data_width})
     (out / "soc.v").write_text(icarus_text(text) if sim == "icarus" else text)
     (out / "tb_soc.v").write_text(testbench(data_width))
     rng = np.random.default_rng(seed)

@@ -26,8 +26,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from rtl.designs import DESIGNS, LINT_PARAMS, make, parameters, port_header
-    from sim.runner import verilog_for
+    from rtl.designs import DESIGNS, LINT_PARAMS, make, parameters
+    from sim.runner import design_verilog
 
     out = Path(args.o)
     if out.exists() and not out.is_dir():
@@ -61,19 +61,19 @@ def run(args) -> int:
                 raise CliError(f"--dense-only is for --design mma4, not {name}")
             params["sparse"] = False
         try:
-            top = make(name, **params)           # the design checks its parameters' values
+            make(name, **params)                 # the design checks its parameters' values
         except ValueError as e:
             raise CliError(f"design {name}: {e}") from None
-        builds.append((name, params, top))
+        builds.append((name, params))
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as e:
         raise CliError(f"-o {out}: cannot create the folder ({e.strerror})") from None
-    for name, params, top in builds:
+    for name, params in builds:
         path = out / f"{name}.v"
         # The Verilog comes from the benches' cache (build/verilog): elaborated once per design,
         # parameters and RTL source, whether make lint, a bench or this command asked first.
-        path.write_text(port_header(top, name, params) + verilog_for(name, params).read_text())
+        path.write_text(design_verilog(name, params))
         print(f"wrote {path}  ({', '.join(f'{k}={v}' for k, v in sorted(params.items())) or 'defaults'})",
               flush=True)
         if name == "soc":           # and the plain Verilog testbench that drives it
