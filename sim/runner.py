@@ -65,11 +65,13 @@ def setup_path():
     if "OPT_SLOW" not in mk:       # optimise the per-clock code; the run-once code builds faster at -O0
         mk += " OPT_SLOW=-O0 OPT_FAST=-O2 OPT_GLOBAL=-O1"
     # Every Verilator build compiles Verilator's own runtime (verilated.cpp, the VPI, threads:
-    # about 20 s) and cocotb's main into its folder again; through ccache (where installed)
-    # only the first build of a tree does.  Its cache lives with the builds.
+    # about 20 s) and cocotb's main into its folder again, and a design's C++ is the same in
+    # every checkout: through ccache (where installed) each is compiled once per machine.  The
+    # cache is ccache's own (``~/.cache/ccache`` unless configured); paths under the checkout
+    # (its build folders, a venv inside it) count as relative, so a fresh clone hits it too.
     if "OBJCACHE" not in mk and shutil.which("ccache"):
         mk += " OBJCACHE=ccache"
-        os.environ.setdefault("CCACHE_DIR", str(build_root() / "ccache"))
+        os.environ.setdefault("CCACHE_BASEDIR", str(ROOT))
     os.environ["MAKEFLAGS"] = mk
 
 
