@@ -65,15 +65,18 @@ def test_software_reference_rounds_each_add():
 
 
 @needs_gcc
-def test_cpu_demo_small_gemm(tmp_path, monkeypatch):
+def test_cpu_demo_small_gemm(monkeypatch):
     """PicoRV32 firmware programs the block through the C driver: D bit-exact against the
     golden model, a bad size answered with BAD_SIZE through the driver, the CPU's own
     soft-float GEMM equal to its float32 model, and both timed by the CPU."""
     from sim.cpu_demo import run_cpu_demo
+    from sim.runner import build_root
     # A 16-lane core: the same results as 64 lanes (tests/test_mma4_rtl.py), a faster simulation.
-    # A relative build folder, as `make cpu-demo CPU_DEMO_ARGS="-o DIR"` passes it.
-    monkeypatch.chdir(tmp_path)
-    r = run_cpu_demo(Path("demo"), m=16, n=16, k=16, fmt="fp16", lanes=16, log=lambda line: None)
+    # A relative build folder, as `make cpu-demo CPU_DEMO_ARGS="-o DIR"` passes it; under
+    # build/, so that the simulation is rebuilt only when its Verilog changes, as the benches'.
+    build_root().mkdir(parents=True, exist_ok=True)
+    monkeypatch.chdir(build_root())
+    r = run_cpu_demo(Path("cpu-demo-test"), m=16, n=16, k=16, fmt="fp16", lanes=16, log=lambda line: None)
     assert r["exit"] == 0 and r["bus_errors"] == 0, r
     assert r["status"] == 0 and r["mismatches"] == 0, r
     assert r["bad_size_status"] == ErrorCode.BAD_SIZE
@@ -81,7 +84,7 @@ def test_cpu_demo_small_gemm(tmp_path, monkeypatch):
     assert r["software_mismatches"] == 0
     assert r["accel_block_cycles"] < r["accel_cpu_clocks"] < r["sw_cpu_clocks"]
     # BF16, no software GEMM: the simulation is reused (same Verilog), the firmware too.
-    r = run_cpu_demo(Path("demo"), m=32, n=16, k=32, fmt="bf16", seed=3, software=False, lanes=16,
+    r = run_cpu_demo(Path("cpu-demo-test"), m=32, n=16, k=32, fmt="bf16", seed=3, software=False, lanes=16,
                      log=lambda line: None)
     assert r["exit"] == 0 and r["status"] == 0 and r["mismatches"] == 0, r
     assert "sw_cpu_clocks" not in r
