@@ -121,7 +121,7 @@ def coarse(t, fp8, wide=C(0, 1), base: int = 0):
     its low ``base`` bits where ``wide`` (the FP16/BF16 step of a generation whose grid is
     ``GRID - base``: Ampere 1, Volta 2)."""
     keep = Cat(~(fp8 | wide).replicate(base), ~fp8.replicate(FP8_TRUNC_BITS - base))
-    return Cat(t[:FP8_TRUNC_BITS] & keep, t[FP8_TRUNC_BITS:])
+    return t & Cat(keep, C(-1, len(t) - FP8_TRUNC_BITS))     # reads t once
 
 
 def product_term(q_prod, q, neg, fp8=C(0, 1), wide=C(0, 1), drop: int = 0):
@@ -148,9 +148,9 @@ def addend_shift(m, mag, d, level):
 
 def extend(v, width):
     """``v`` sign- or zero-extended (by its own signedness) or cut to ``width`` bits."""
-    v = Value.cast(v)
-    pad = v[-1] if v.shape().signed else C(0, 1)
-    return Cat(v, pad.replicate(max(0, width - len(v))))[:width]
+    # An OR with a zero constant extends ``v`` by its shape, as a Cat of copies of ``v[-1]``
+    # would, but reads ``v`` once: Amaranth builds an expression again for each read.
+    return (Value.cast(v) | C(0, width))[:width]
 
 
 def add_cin(a, b, cin, width):
@@ -175,7 +175,9 @@ def leading_zeros(m, x):
         half = len(bits) // 2
         zl, cl = tree(bits[:half])      # low half
         zh, ch = tree(bits[half:])      # high half
-        return zh & zl, Cat(Mux(zh, cl, ch), zh)
+        z = Signal()                    # a signal: read three times by the next level up
+        m.d.comb += z.eq(zh & zl)
+        return z, Cat(Mux(zh, cl, ch), zh)
 
     _, count = tree(w)
     out = Signal(range(size + 1))
@@ -278,7 +280,9 @@ class RoundPack(wiring.Component):
         # N3: the shift's coarse level, one-hot: left by 8c for the leading nonzero byte c (the
         # last one always has a bit), or right by 8k for a low clamp; the fine count (that
         # byte's, or F'); and the exponent field base F - L.
-        pick = [~low2 & nz2[c] & ~nz2[:c].any() if c else ~low2 & nz2[0] for c in range(5)]
+        pick = Signal(5)        # a signal: each select is read by every bit of the shift
+        m.d.comb += pick.eq(Cat(*(~low2 & nz2[c] & ~nz2[:c].any() if c else ~low2 & nz2[0]
+                                  for c in range(5))))
         y, fine = C(0, W), C(0, 3)
         for c in range(5):
             y = y | (pick[c].replicate(W) & (mag2 << (8 * c))[:W])

@@ -266,7 +266,11 @@ class ElementPick(wiring.Component):
             cands.append((sel.w32, self.w32))
         for s, v in cands:
             out = out | Cat(s.replicate(len(v)) & v)
-        fields = unpack_fields(m, out, fmt, self.alt)
+        # A signal, not an expression: unpack_fields reads these bits many times over, and
+        # Amaranth would build the AND-OR again for every read.
+        bits = Signal(32)
+        m.d.comb += bits.eq(out)
+        fields = unpack_fields(m, bits, fmt, self.alt)
         m.d.sync += self.fields.eq(fields)
         return m
 
@@ -622,11 +626,12 @@ class MMA4(wiring.Component):
             i, j = divmod(x, 4)
             for k in range(4):
                 a = ua[4 * i + k]
-                b = self._b_of(ub, uh, meta, i, j, k) if self._sparse else ub[4 * k + j]
+                b = self._b_of(m, ub, uh, meta, i, j, k) if self._sparse else ub[4 * k + j]
                 m.d.comb += [ent.b_sig[4 * x + k].eq(b.sig), ent.b_neg[4 * x + k].eq(b.sign)]
                 m.d.comb += ent.pe[4 * x + k].eq(Mux(a.zero | b.zero, 0, a.bexp + b.bexp))
-                nan = a.nan | b.nan | (a.inf & b.zero) | (b.inf & a.zero)
-                inf = (a.inf | b.inf) & ~nan
+                nan, inf = Signal(), Signal()   # signals: each is read more than once
+                m.d.comb += [nan.eq(a.nan | b.nan | (a.inf & b.zero) | (b.inf & a.zero)),
+                             inf.eq((a.inf | b.inf) & ~nan)]
                 neg = a.sign ^ b.sign
                 cls += [nan, inf & ~neg, inf & neg]
             cls += [c_cls[x][0], c_cls[x][1], c_cls[x][2]]
@@ -634,7 +639,7 @@ class MMA4(wiring.Component):
         return ent, Cat(*cls)
 
     @staticmethod
-    def _b_of(ub, uh, meta, i, j, k):
+    def _b_of(m, ub, uh, meta, i, j, k):
         """X2: the B operand of product (i, j, k): the B row the metadata names for row i's
         stored k (group g = k // 2, its s = k % 2-th index: row 4g + i_s, of ``ub`` for g = 0,
         of ``uh`` for g = 1).  A dense beat's metadata is :data:`DENSE_META` (row k: rows 0, 1
@@ -642,8 +647,11 @@ class MMA4(wiring.Component):
         g, s = divmod(k, 2)
         idx = meta[8 * i + 4 * g + 2 * s:][:2]
         rows = [Value.cast((uh if g else ub)[4 * r + j]) for r in range(4)]
-        pick = Mux(idx[1], Mux(idx[0], rows[3], rows[2]), Mux(idx[0], rows[1], rows[0]))
-        return data.View(Operand, pick)
+        # A signal: the caller reads each of its fields, and a view of an expression would
+        # build the mux again for each read.
+        pick = Signal(Operand)
+        m.d.comb += pick.eq(Mux(idx[1], Mux(idx[0], rows[3], rows[2]), Mux(idx[0], rows[1], rows[0])))
+        return pick
 
     def _beat_reduce(self, m, ent, cls, *, first, f16):
         """X4..X6: per output, the maximum over its 4 products and C (with the FP16 floor on
