@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sim.gemm import gemm_params
-from sim.runner import SimError, _failures, run_bench
+from sim.runner import SimError, _failures, run_bench, top_ports, zero_init_loops
 from tb.memh import read_memh, write_memh
 
 
@@ -274,3 +274,36 @@ def test_memory_hooks_reach_a_memory_inside_an_instance(tmp_path):
                     f"+TCORE_MEMH_OUT={tmp_path / 'out.memh'}"], check=True, capture_output=True)
     lines = (tmp_path / "out.memh").read_text().splitlines()
     assert [w for line in lines for w in line.split("//")[0].split()] == ["22", "33"]
+
+
+def test_top_ports_are_the_module_header_names():
+    # Only these (and the hooks' controls) are public to the benches on Verilator.
+    text = ("module other(a);\nendmodule\n"
+            "module mma4(i__valid, o__ready,\n  clk, \\rst , o__payload);\n  input clk;\nendmodule\n")
+    assert top_ports(text, "mma4") == ["i__valid", "o__ready", "clk", "rst", "o__payload"]
+    assert top_ports(text, "other") == ["a"]
+    with pytest.raises(SimError, match="no module gemm"):
+        top_ports(text, "gemm")
+
+
+def test_zero_init_loops_replaces_only_whole_zero_blocks(tmp_path):
+    words = "".join(f"    mem[{n}] = 16'h0000;\n" for n in range(4))
+    text = f"  reg [15:0] mem [3:0];\n  initial begin\n{words}  end\n"
+    assert zero_init_loops(text) == (
+        "  reg [15:0] mem [3:0];\n  integer tcore_zero_mem;\n  initial begin\n"
+        "    for (tcore_zero_mem = 0; tcore_zero_mem <= 3; tcore_zero_mem = tcore_zero_mem + 1)"
+        " mem[tcore_zero_mem] = 0;\n  end\n")
+    nonzero = text.replace("mem[2] = 16'h0000", "mem[2] = 16'h0001")
+    assert zero_init_loops(nonzero) == nonzero
+    short = text.replace("    mem[3] = 16'h0000;\n", "")
+    assert zero_init_loops(short) == short
+    # Icarus leaves a memory without initial values X: the loop must write every word.
+    tb = ("module tb;\n" + text + "  initial begin #1 $display(\"%h %h %h\", mem[0], mem[2], mem[3]);"
+          " end\nendmodule\n")
+    src = tmp_path / "tb.v"
+    for t in (tb, zero_init_loops(tb)):
+        src.write_text(t)
+        subprocess.run(["iverilog", "-o", str(tmp_path / "tb"), str(src)], check=True)
+        out = subprocess.run(["vvp", "-n", str(tmp_path / "tb")], check=True, capture_output=True,
+                             text=True).stdout
+        assert out.split() == ["0000"] * 3, out
