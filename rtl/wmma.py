@@ -99,7 +99,7 @@ class _Walk(NamedTuple):
     base: Value            # the first word
     wpl_m1: Value          # words per line - 1
     lines_m1: Value        # lines - 1
-    in_range: Value        # the last word is inside the memory
+    span: Value            # words from the first line's start to the last line's
 
 
 class _Decoded(NamedTuple):
@@ -113,6 +113,7 @@ class _Decoded(NamedTuple):
     base: Value
     wpl_m1: Value
     lines_m1: Value
+    span: Value
     mem_legal: Value
     mma_legal: Value
     pa: Value
@@ -140,9 +141,10 @@ class WmmaSequencer(wiring.Component):
 
     The *memory unit* runs fill (16 clocks: one register-file entry per clock; 32 for a pair),
     load_matrix_sync (one 128-bit word per clock: 32 clocks for a 16-bit 16x16 fragment, 64
-    for FP32; 64 for the 32x16 of the other shapes, 16 for their 16x8; plus two: the memory's
-    read, then a register before the register file) and store_matrix_sync
-    (likewise, plus one clock: the register file's reads are registered).  The other shapes'
+    for FP32; 64 for the 32x16 of the other shapes, 16 for their 16x8; plus three: the range
+    check a clock after issue, the memory's read, then a register before the register file) and
+    store_matrix_sync (likewise, plus one clock: the register file's reads are registered).  A
+    load or store whose walk leaves the memory is answered with an error a clock after issue.  The other shapes'
     mma_sync is the same 64 beats (their 32x8 accumulator is 16 blocks too).  The *MMA unit* runs mma_sync: 64 beats of the 4x4x4 core, one per clock
     (:class:`rtl.feeder.BeatFeeder`), D written back as each 4x4 block leaves the core:
     occupancy 64 clocks plus the core's latency.  A command issues as soon as its unit is free
@@ -320,10 +322,10 @@ class WmmaSequencer(wiring.Component):
                 m.d.comb += mem_legal.eq(frag_ok & kind_ok & shape_ok)
             with m.Case(Op.LOAD):
                 m.d.comb += mem_legal.eq(frag_ok & kind_ok & step_ok & layout_ok & shape_ok &
-                                         (cmd.addr[:5] == 0) & walk.in_range)
+                                         (cmd.addr[:5] == 0))
             with m.Case(Op.STORE):
                 m.d.comb += mem_legal.eq(is_acc & (cmd.frag < self._nc) & shape_ok &
-                                         step_ok & (cmd.addr[:5] == 0) & walk.in_range)
+                                         step_ok & (cmd.addr[:5] == 0))
             with m.Default():           # MMA: checked by mma_legal
                 m.d.comb += mem_legal.eq(0)
         # mma_sync: the core reads A from fragment pa (and pa + 1 in the other shapes) and B
@@ -343,12 +345,13 @@ class WmmaSequencer(wiring.Component):
         cmd_writes = Mux(pair, onehot(cmd.frag) | onehot(cmd.frag + 1), onehot(cmd.frag))
         cmd_reads = onehot(pa) | onehot(pb) | Mux(square, 0, onehot(pa + 1))
         return _Decoded(is_acc, shape, square, pair, stride, walk.base, walk.wpl_m1,
-                        walk.lines_m1, mem_legal, mma_legal, pa, pb, cmd_writes, cmd_reads)
+                        walk.lines_m1, walk.span, mem_legal, mma_legal, pa, pb, cmd_writes, cmd_reads)
 
     def _walk(self, m, cmd, shape, stride, esize32) -> "_Walk":
         """The matrix in memory: log2 of its rows and columns, then of its lines and of the
         128-bit words of a line (8 16-bit or 4 FP32 elements; A and B lines are 32 bytes in
-        every kind of m16n16k16); whether its last word is inside the memory."""
+        every kind of m16n16k16); the span from its first line to its last (whether the last
+        word is inside the memory is checked a clock after issue, from registers)."""
         rlog, clog = Signal(3), Signal(3)
         dims = {Shape.M16N16K16: ((4, 4), (4, 4), (4, 4)),
                 Shape.M32N8K16: ((5, 4), (4, 3), (5, 3)),
@@ -367,8 +370,7 @@ class WmmaSequencer(wiring.Component):
         base = cmd.addr >> 4
         span = Mux(lines_log == 3, stride.shift_left(3),
                    Mux(lines_log == 4, stride.shift_left(4), stride.shift_left(5))) - stride
-        last_word = base + span + wpl_m1
-        return _Walk(base, wpl_m1, lines_m1, last_word < self._mem_words)
+        return _Walk(base, wpl_m1, lines_m1, span[:len(stride) + 5])
 
     def _memory_unit(self, m, bank, cmd, dec, issue, writes_matrix, u):
         """Fill, load and store: one register-file entry or one memory word per clock."""
@@ -380,6 +382,8 @@ class WmmaSequencer(wiring.Component):
         rd_line, rd_word, rd_last = Signal(5), Signal(3), Signal()
         st_active, rd_active, fill_active = Signal(), Signal(), Signal()
         fill_entry = Signal(5)
+        m_span = Signal.like(dec.span)
+        check = Signal()            # a load or store issued last clock: its range is checked now
 
         with m.If(issue):
             m.d.sync += [u.op.eq(cmd.op), u.kind.eq(cmd.kind), u.frag.eq(cmd.frag),
@@ -387,23 +391,31 @@ class WmmaSequencer(wiring.Component):
                          line_base.eq(dec.base), m_stride.eq(dec.stride), m_wpl_m1.eq(dec.wpl_m1),
                          m_lines_m1.eq(dec.lines_m1), m_shape.eq(dec.shape), m_pair.eq(dec.pair),
                          m_col.eq(cmd.col_major), m_f16.eq(cmd.acc_f16), m_value.eq(cmd.value),
-                         fill_entry.eq(0), u.writes.eq(Mux(writes_matrix, dec.cmd_writes, 0))]
+                         fill_entry.eq(0), u.writes.eq(Mux(writes_matrix, dec.cmd_writes, 0)),
+                         m_span.eq(dec.span)]
             with m.If(~dec.mem_legal):
                 m.d.sync += [u.err.eq(1), u.done.eq(1)]
             with m.Else():
                 m.d.sync += u.err.eq(0)
                 with m.If(cmd.op == Op.FILL):
                     m.d.sync += fill_active.eq(1)
-                with m.Elif(cmd.op == Op.LOAD):
+                    with m.If(writes_matrix):
+                        self._mark(m, u, dec.cmd_writes, dec.shape.as_value(), cmd.kind.as_value())
+                with m.Else():
+                    m.d.sync += check.eq(1)
+        # A load's or store's last word inside the memory?  Checked a clock after issue, from
+        # the registers loaded there: in the issue clock, the span, the sum and the compare
+        # (three carry chains) came after the command's decode (the SoC's critical path).
+        with m.If(check):
+            m.d.sync += check.eq(0)
+            with m.If(line_base + m_span + m_wpl_m1 < self._mem_words):
+                with m.If(u.op == Op.LOAD):
                     m.d.sync += rd_active.eq(1)
                 with m.Else():
                     m.d.sync += st_active.eq(1)
-                with m.If(writes_matrix):
-                    skind = storage_kind(dec.shape.as_value(), cmd.kind.as_value())
-                    for f in range(self._nm):
-                        with m.If(dec.cmd_writes[f]):
-                            m.d.sync += [u.frag_is_b[f].eq(skind == MATRIX_B.value),
-                                         u.frag_shape[f].eq(dec.shape.as_value())]
+                self._mark(m, u, u.writes, m_shape.as_value(), u.kind.as_value())
+            with m.Else():
+                m.d.sync += [u.err.eq(1), u.done.eq(1)]
 
         cur_addr = line_base + word
         last_beat = (line == m_lines_m1) & (word == m_wpl_m1)
@@ -414,15 +426,7 @@ class WmmaSequencer(wiring.Component):
             with m.Else():
                 m.d.sync += word.eq(word + 1)
 
-        # Fill: one register-file entry per clock.
-        with m.If(fill_active):
-            m.d.comb += [bank.fill.en.eq(1),
-                         bank.fill.kind.eq(storage_kind(m_shape.as_value(), u.kind.as_value())),
-                         bank.fill.frag.eq(u.frag + fill_entry[4]), bank.fill.entry.eq(fill_entry[:4]),
-                         bank.fill.value.eq(m_value)]
-            m.d.sync += fill_entry.eq(fill_entry + 1)
-            with m.If(fill_entry == Mux(m_pair, 31, 15)):
-                m.d.sync += [fill_active.eq(0), u.done.eq(1)]
+        self._fill_phase(m, bank, u, fill_active, fill_entry, m_shape, m_pair, m_value)
         # Load: address phase, then data phase one clock later into the bank.
         m.d.sync += rd_pending.eq(0)
         with m.If(rd_active):
@@ -450,6 +454,26 @@ class WmmaSequencer(wiring.Component):
         m.d.comb += [bank.store.frag.eq(u.frag), bank.store.col.eq(m_col), bank.store.mnk.eq(m_shape),
                      bank.store.f16.eq(m_f16), bank.store.line.eq(line), bank.store.word.eq(word)]
         self._store_phase(m, bank, u, st_active, cur_addr, last_beat, advance)
+
+    @staticmethod
+    def _fill_phase(m, bank, u, fill_active, fill_entry, m_shape, m_pair, m_value):
+        """A fill's clocks: one register-file entry per clock (32 for a pair)."""
+        with m.If(fill_active):
+            m.d.comb += [bank.fill.en.eq(1),
+                         bank.fill.kind.eq(storage_kind(m_shape.as_value(), u.kind.as_value())),
+                         bank.fill.frag.eq(u.frag + fill_entry[4]), bank.fill.entry.eq(fill_entry[:4]),
+                         bank.fill.value.eq(m_value)]
+            m.d.sync += fill_entry.eq(fill_entry + 1)
+            with m.If(fill_entry == Mux(m_pair, 31, 15)):
+                m.d.sync += [fill_active.eq(0), u.done.eq(1)]
+
+    def _mark(self, m, u, writes, shape, kind):
+        """Record the storage kind and shape of the matrix fragments a fill or load writes
+        (``writes``: their mask), which a later mma_sync's legality reads."""
+        skind = storage_kind(shape, kind)
+        for f in range(self._nm):
+            with m.If(writes[f]):
+                m.d.sync += [u.frag_is_b[f].eq(skind == MATRIX_B.value), u.frag_shape[f].eq(shape)]
 
     def _store_phase(self, m, bank, u, st_active, cur_addr, last_beat, advance):
         """A store's clocks: the register file read at the walk's position, its data written
