@@ -215,8 +215,7 @@ def icarus_text(text: str) -> str:
     text = _TRIGGER.sub(lambda m: f"{m.group(0)}\n  initial #1 {m.group(1)} = 1;", text)
     return merge_part_assigns(text)
 
-# Yosys's unnamed nets (``wire [3:0] \$123 ;``): about half the declarations of a top, none of
-# them a port or a register anyone named.  Verilator leaves them out of waveforms.
+
 # A memory's all-zero initial block as Yosys writes it: one assignment per word.
 _ZERO_INIT = re.compile(r"^  reg (\[\d+:0\]) ([A-Za-z_]\w*) \[(\d+):0\];\n  initial begin\n"
                         r"((?:    \2\[\d+\] = \d+'h0+;\n)+)  end\n", re.M)
@@ -236,6 +235,8 @@ def zero_init_loops(text: str) -> str:
     return _ZERO_INIT.sub(loop, text)
 
 
+# Yosys's unnamed nets (``wire [3:0] \$123 ;``): about half the declarations of a top, none of
+# them a port or a register anyone named.  Verilator leaves them out of waveforms.
 _UNNAMED = re.compile(r"^(\s*(?:wire|reg) (?:\[\d+:\d+\] )?\\\$\d+ ;)$", re.M)
 _NO_TRACE = r"/*verilator tracing_off*/\1 /*verilator tracing_on*/"
 
