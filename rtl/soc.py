@@ -23,7 +23,9 @@ each other on the read channel without a gap, while a D tile goes out on the wri
 (up to 4 bursts in flight, one beat a clock).  A read answered with SLVERR or DECERR ends the
 run with that error code in ``STATUS.error``: the rest of the data asked for is consumed, no
 further request is made, and no D tile whose operands failed is written.  A bad
-configuration is refused at ``start`` with an error code and no memory access at all.
+configuration is refused at ``start`` with an error code and no memory access at all: the
+configuration is latched at ``start``, checked the next clock and the verdict acted on the
+clock after (two clocks before the first tile is claimed, or the refusal is done).
 
 With ``cores`` warps, each warp walks its own D tiles (claimed in row-major order as it
 becomes free), and its transfers share the AXI4 master with the other warps', so that one
@@ -644,6 +646,7 @@ class GemmSoc(wiring.Component):
             m.d.comb += w.cfg.eq(cfg)
 
         code, fmt_bad, eight = self._checks(m, cfg, cm, cn, ck, base, ld)
+        refusal = Signal(4)
 
         disp, a_row, b_col, c_row, d_row = self._dispenser(m, cfg, base, ld, workers)
 
@@ -665,8 +668,13 @@ class GemmSoc(wiring.Component):
                         m.d.sync += [base[x].eq(Cat(lo, hi)), ld[x].eq(getattr(regs, f"ld{x}"))]
                     m.next = "CHECK"
             with m.State("CHECK"):
-                with m.If(code != 0):
-                    m.d.sync += error.eq(code)
+                # The checks' compares are long carry chains: their code is registered here
+                # and acted on a clock later, off the dispenser's start.
+                m.d.sync += refusal.eq(code)
+                m.next = "START"
+            with m.State("START"):
+                with m.If(refusal != 0):
+                    m.d.sync += error.eq(refusal)
                     m.next = "FINISH"
                 with m.Else():
                     m.d.comb += go.eq(1)
