@@ -131,6 +131,15 @@ def slice_entry(slices: int) -> data.StructLayout:
     return data.StructLayout(fields)
 
 
+def column_entry() -> data.StructLayout:
+    """What the significand FIFO keeps per pass in a 64-lane core without the 2:4 select:
+    :class:`BeatEntry` with B once per element (B[k][j] at ``4k + j``) instead of once per
+    product, as no product picks its B row; the multipliers of a column then share it."""
+    fields = {name: field.shape for name, field in data.Layout.cast(BeatEntry)}
+    fields.update(b_sig=data.ArrayLayout(11, 16), b_neg=16)
+    return data.StructLayout(fields)
+
+
 class GroupEntry(data.Struct):
     """What the exponent lane learns of a whole group: each output's block exponent E (biased,
     FP16 floor applied; fixed for INT8), its special result (:class:`Special`),
@@ -345,7 +354,8 @@ class MMA4(wiring.Component):
     sparse : bool
         Build the 2:4 sparse select network (the default).  Without it (a part too small for
         it: the 16-lane core on an ECP5-25F) ``b_hi``, ``meta`` and ``mode.sparse`` are
-        ignored and a sparse beat is computed as a dense one: do not send any.
+        ignored and a sparse beat is computed as a dense one: do not send any.  A 64-lane
+        core then keeps B once per element in its significand FIFO (:func:`column_entry`).
 
     Members
     -------
@@ -384,6 +394,11 @@ class MMA4(wiring.Component):
         if self._slices > 1:    # the FIFO keeps slices (one BeatEntry's worth of rows each)
             self._beat_layout = slice_entry(self._slices)
             self.BEATS = self.GROUPS * MAX_PASSES * self._slices
+        # B per element, not per product: a quarter of the B bits in the FIFO and its wires (a
+        # slice of a 16-lane core reads every B element once either way).
+        self._b_cols = not self._sparse and self._slices == 1
+        if self._b_cols:
+            self._beat_layout = column_entry()
         step = ARCHS[arch].step("fp16")
         self._max_beats = step.block // 4                 # beats of a 16-bit group
         self._grid_bits = GRID - step.grid                # low term bits the grid drops
@@ -605,7 +620,10 @@ class MMA4(wiring.Component):
             uh = _reg(m, [vh[x] if x < 8 else Mux(x1_sparse, vh[x], vb[x]) for x in range(16)],
                       "x2_bh")
             meta = _reg(m, Mux(x1_sparse, _reg(m, beat.meta, "x1_meta"), DENSE_META), "x2_meta")
-        ent = Signal(BeatEntry)
+        ent = Signal(self._beat_layout if self._b_cols else BeatEntry)
+        if self._b_cols:
+            for c in range(16):
+                m.d.comb += [ent.b_sig[c].eq(ub[c].sig), ent.b_neg[c].eq(ub[c].sign)]
         # The addends cross X1 raw and are unpacked into X2, as the FIFO keeps them.
         c1, first, f16 = _reg(m, beat.c, "x1_craw"), _reg(m, first, "x1_first"), _reg(m, mode.acc_f16, "x1_f16")
         int8 = _reg(m, int8, "x1_int8")
@@ -627,7 +645,8 @@ class MMA4(wiring.Component):
             for k in range(4):
                 a = ua[4 * i + k]
                 b = self._b_of(m, ub, uh, meta, i, j, k) if self._sparse else ub[4 * k + j]
-                m.d.comb += [ent.b_sig[4 * x + k].eq(b.sig), ent.b_neg[4 * x + k].eq(b.sign)]
+                if not self._b_cols:
+                    m.d.comb += [ent.b_sig[4 * x + k].eq(b.sig), ent.b_neg[4 * x + k].eq(b.sign)]
                 m.d.comb += ent.pe[4 * x + k].eq(Mux(a.zero | b.zero, 0, a.bexp + b.bexp))
                 nan, inf = Signal(), Signal()   # signals: each is read more than once
                 m.d.comb += [nan.eq(a.nan | b.nan | (a.inf & b.zero) | (b.inf & a.zero)),
@@ -774,7 +793,12 @@ class MMA4(wiring.Component):
         d2, dc2, f2 = _reg(m, d, "l2_d"), _reg(m, dc, "l2_dc"), _reg(m, f, "l2_f")
         sp2, fl2 = _reg(m, [grp.special[x] for x in range(n)], "l2_sp"), _reg(m, flags, "l2_flags")
         a2, an2 = _reg(m, [ent.a_sig[x] for x in range(n)], "l2_a"), _reg(m, ent.a_neg[:n], "l2_an")
-        b2, bn2 = _reg(m, [ent.b_sig[p] for p in range(4 * n)], "l2_b"), _reg(m, ent.b_neg[:4 * n], "l2_bn")
+        if self._b_cols:        # product p = 4x + k (x = 4i + j) reads B[k][j], at 4k + j
+            bc, bnc = _reg(m, [ent.b_sig[c] for c in range(16)], "l2_b"), _reg(m, ent.b_neg, "l2_bn")
+            col = [4 * (p % 4) + p // 4 % 4 for p in range(4 * n)]
+            b2, bn2 = [bc[c] for c in col], [bnc[c] for c in col]
+        else:
+            b2, bn2 = _reg(m, [ent.b_sig[p] for p in range(4 * n)], "l2_b"), _reg(m, ent.b_neg[:4 * n], "l2_bn")
         c2, cn2 = _reg(m, [ent.c_sig[x] for x in range(n)], "l2_c"), _reg(m, ent.c_neg[:n], "l2_cn")
         ch2 = _reg(m, [ent.c_pe[x][:8] for x in range(n)], "l2_ch")     # INT8: C's high byte
 

@@ -304,6 +304,23 @@ def test_silicon_through_cores_of_fewer_lanes(lanes):
 SPARSE = SILICON / "sparse"
 
 
+@pytest.mark.parametrize("lanes", [16, pytest.param(64, marks=pytest.mark.slow)])
+def test_silicon_through_the_dense_only_core(lanes):
+    """The core without its 2:4 select network, as ``tcore synth --dense-only`` places it
+    (MULT18X18D multipliers; 16 lanes is the ECP5-25F build, 64 keeps B once per element in
+    its significand FIFO): tiles of every low-precision capture (every tile at 64 lanes) and
+    of the FP16/BF16 kernels on Verilator, every bit equal to the H200's."""
+    lowprec = _lowprec_few(k_per_file=32, most=1) if lanes == 16 else _lowprec_problems()
+    probs = lowprec + [("h200_targeted.npz", problem(load(SILICON / "h200_targeted.npz"), k, 4))
+                       for k in ("f16_f32", "bf16_f32", "f16_f16")]
+    results = run_many("core", "verilator", [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
+                                              p.kernel.b_fmt, p.kernel.saturate) for _, p in probs],
+                       params={"dsp": "ecp5", "lanes": lanes, "sparse": False})
+    for (name, p), (d, _) in zip(probs, results):
+        bad = int((d != p.expected).sum())
+        assert bad == 0, f"{name} {p.kernel.name} (dense-only, {lanes} lanes): {bad} of {d.size} outputs differ"
+
+
 def _sparse_problems(tiles=None):
     from golden.sparse import tile_problems
     probs = []
