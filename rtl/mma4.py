@@ -131,12 +131,18 @@ def slice_entry(slices: int) -> data.StructLayout:
     return data.StructLayout(fields)
 
 
-def column_entry() -> data.StructLayout:
-    """What the significand FIFO keeps per pass in a 64-lane core without the 2:4 select:
-    :class:`BeatEntry` with B once per element (B[k][j] at ``4k + j``) instead of once per
-    product, as no product picks its B row; the multipliers of a column then share it."""
+def column_entry(sparse: bool = False) -> data.StructLayout:
+    """What the significand FIFO keeps per pass in a 64-lane core: :class:`BeatEntry` with B
+    once per element instead of once per product.  Without the 2:4 select B[k][j] is at
+    ``4k + j`` (16 elements) and the multipliers of a column share it; with it, B's rows 0..3
+    are at ``4k + j`` and the second group's rows (4..7, or a dense beat's rows 2, 3 again) at
+    ``16 + 4k + j``, with the beat's metadata, and each product picks its B after the FIFO
+    (:meth:`MMA4._b_row`): 416 bits of B instead of 768."""
     fields = {name: field.shape for name, field in data.Layout.cast(BeatEntry)}
-    fields.update(b_sig=data.ArrayLayout(11, 16), b_neg=16)
+    n = 32 if sparse else 16
+    fields.update(b_sig=data.ArrayLayout(11, n), b_neg=n)
+    if sparse:
+        fields["meta"] = 32
     return data.StructLayout(fields)
 
 
@@ -355,7 +361,8 @@ class MMA4(wiring.Component):
         Build the 2:4 sparse select network (the default).  Without it (a part too small for
         it: the 16-lane core on an ECP5-25F) ``b_hi``, ``meta`` and ``mode.sparse`` are
         ignored and a sparse beat is computed as a dense one: do not send any.  A 64-lane
-        core then keeps B once per element in its significand FIFO (:func:`column_entry`).
+        core keeps B once per element in its significand FIFO either way
+        (:func:`column_entry`), with the select its rows 0..7 and the metadata.
 
     Members
     -------
@@ -394,11 +401,12 @@ class MMA4(wiring.Component):
         if self._slices > 1:    # the FIFO keeps slices (one BeatEntry's worth of rows each)
             self._beat_layout = slice_entry(self._slices)
             self.BEATS = self.GROUPS * MAX_PASSES * self._slices
-        # B per element, not per product: a quarter of the B bits in the FIFO and its wires (a
-        # slice of a 16-lane core reads every B element once either way).
-        self._b_cols = not self._sparse and self._slices == 1
-        if self._b_cols:
-            self._beat_layout = column_entry()
+        # B per element, not per product: a quarter of the B bits in the FIFO and its wires
+        # without the 2:4 select, a half with it (a slice of a 16- or 32-lane core reads its
+        # own B per product).  A subclass with layouts of its own (formal/) keeps them.
+        self._b_cols = self._slices == 1
+        if self._b_cols and self._beat_layout is BeatEntry:
+            self._beat_layout = column_entry(self._sparse)
         step = ARCHS[arch].step("fp16")
         self._max_beats = step.block // 4                 # beats of a 16-bit group
         self._grid_bits = GRID - step.grid                # low term bits the grid drops
@@ -622,8 +630,11 @@ class MMA4(wiring.Component):
             meta = _reg(m, Mux(x1_sparse, _reg(m, beat.meta, "x1_meta"), DENSE_META), "x2_meta")
         ent = Signal(self._beat_layout if self._b_cols else BeatEntry)
         if self._b_cols:
-            for c in range(16):
-                m.d.comb += [ent.b_sig[c].eq(ub[c].sig), ent.b_neg[c].eq(ub[c].sign)]
+            for c, u in enumerate(ub + (uh if self._sparse else [])):
+                u = data.View(Operand, u)       # uh's registers are plain (muxed) bits
+                m.d.comb += [ent.b_sig[c].eq(u.sig), ent.b_neg[c].eq(u.sign)]
+            if self._sparse:
+                m.d.comb += ent.meta.eq(meta)
         # The addends cross X1 raw and are unpacked into X2, as the FIFO keeps them.
         c1, first, f16 = _reg(m, beat.c, "x1_craw"), _reg(m, first, "x1_first"), _reg(m, mode.acc_f16, "x1_f16")
         int8 = _reg(m, int8, "x1_int8")
@@ -658,18 +669,24 @@ class MMA4(wiring.Component):
         return ent, Cat(*cls)
 
     @staticmethod
-    def _b_of(m, ub, uh, meta, i, j, k):
-        """X2: the B operand of product (i, j, k): the B row the metadata names for row i's
-        stored k (group g = k // 2, its s = k % 2-th index: row 4g + i_s, of ``ub`` for g = 0,
-        of ``uh`` for g = 1).  A dense beat's metadata is :data:`DENSE_META` (row k: rows 0, 1
-        of ``ub``, rows 2, 3 of ``uh``, which then holds B's rows 2, 3)."""
+    def _b_row(meta, i, j, k, lo, hi):
+        """The B element of product (i, j, k): the B row the metadata names for row i's stored
+        k (group g = k // 2, its s = k % 2-th index: row 4g + i_s, of ``lo`` for g = 0, of
+        ``hi`` for g = 1; each holds its rows' element of column j at ``4r + j``).  A dense
+        beat's metadata is :data:`DENSE_META` (row k: rows 0, 1 of ``lo``, rows 2, 3 of
+        ``hi``, which then holds B's rows 2, 3)."""
         g, s = divmod(k, 2)
         idx = meta[8 * i + 4 * g + 2 * s:][:2]
-        rows = [Value.cast((uh if g else ub)[4 * r + j]) for r in range(4)]
+        rows = [Value.cast((hi if g else lo)[4 * r + j]) for r in range(4)]
+        return Mux(idx[1], Mux(idx[0], rows[3], rows[2]), Mux(idx[0], rows[1], rows[0]))
+
+    def _b_of(self, m, ub, uh, meta, i, j, k):
+        """X2: the B operand of product (i, j, k) (:meth:`_b_row`), for its exponent and flags
+        (and, with slices, its significand)."""
         # A signal: the caller reads each of its fields, and a view of an expression would
         # build the mux again for each read.
         pick = Signal(Operand)
-        m.d.comb += pick.eq(Mux(idx[1], Mux(idx[0], rows[3], rows[2]), Mux(idx[0], rows[1], rows[0])))
+        m.d.comb += pick.eq(self._b_row(meta, i, j, k, ub, uh))
         return pick
 
     def _beat_reduce(self, m, ent, cls, *, first, f16):
@@ -793,7 +810,13 @@ class MMA4(wiring.Component):
         d2, dc2, f2 = _reg(m, d, "l2_d"), _reg(m, dc, "l2_dc"), _reg(m, f, "l2_f")
         sp2, fl2 = _reg(m, [grp.special[x] for x in range(n)], "l2_sp"), _reg(m, flags, "l2_flags")
         a2, an2 = _reg(m, [ent.a_sig[x] for x in range(n)], "l2_a"), _reg(m, ent.a_neg[:n], "l2_an")
-        if self._b_cols:        # product p = 4x + k (x = 4i + j) reads B[k][j], at 4k + j
+        if self._b_cols and self._sparse:   # L1 -> L2: each product picks its B (_b_row)
+            els = [Cat(ent.b_sig[c], ent.b_neg[c]) for c in range(32)]
+            picks = [self._b_row(ent.meta, p // 16, p // 4 % 4, p % 4, els[:16], els[16:])
+                     for p in range(64)]
+            b2 = _reg(m, [b[:11] for b in picks], "l2_b")
+            bn2 = _reg(m, Cat(*(b[11] for b in picks)), "l2_bn")
+        elif self._b_cols:      # product p = 4x + k (x = 4i + j) reads B[k][j], at 4k + j
             bc, bnc = _reg(m, [ent.b_sig[c] for c in range(16)], "l2_b"), _reg(m, ent.b_neg, "l2_bn")
             col = [4 * (p % 4) + p // 4 % 4 for p in range(4 * n)]
             b2, bn2 = [bc[c] for c in col], [bnc[c] for c in col]
