@@ -456,7 +456,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
 
     netlist = (work / f"{design}.json").read_bytes()
     todo = list(range(seed, seed + seeds))
-    running, walls = {}, {}
+    running, walls, failed = {}, {}, {}
     while todo or running:
         while todo and len(running) < jobs:
             s = todo.pop(0)
@@ -494,13 +494,24 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
                 _stamp(work, f"report-s{s}.json", key)
                 say(f"nextpnr seed {s} done in {el:.0f} s")
             elif timeout_s is None or el <= timeout_s:
+                # A seed whose placer finds no room (or that fails otherwise) is reported with
+                # the others; only when every seed failed is there nothing to keep.
                 if full := placement_full((work / f"nextpnr-s{s}.log").read_text(errors="replace")):
-                    raise SynthError(_too_big(design, params, device, full, full=True))
-                raise SynthError(f"nextpnr-ecp5 seed {s} failed (exit {proc.returncode}); log "
-                                 f"{work / f'nextpnr-s{s}.log'}:\n  " + _tail(work / f"nextpnr-s{s}.log"))
+                    failed[s] = SynthError(_too_big(design, params, device, full, full=True))
+                else:
+                    failed[s] = SynthError(
+                        f"nextpnr-ecp5 seed {s} failed (exit {proc.returncode}); log "
+                        f"{work / f'nextpnr-s{s}.log'}:\n  " + _tail(work / f"nextpnr-s{s}.log"))
+                if seeds > 1:
+                    say(f"nextpnr seed {s}: {str(failed[s]).splitlines()[0]}")
+    if len(failed) == seeds:
+        raise failed[seed]
     t3 = time.perf_counter()
     per_seed = [_seed_result(work, s, route, walls.get(s)) for s in range(seed, seed + seeds)]
-    best = max(per_seed, key=lambda r: (r["routed"], r["fmax_mhz"] or 0.0))
+    for r in per_seed:
+        if r["seed"] in failed:
+            r["error"] = str(failed[r["seed"]]).splitlines()[0]
+    best = max(per_seed, key=lambda r: (r["routed"], "error" not in r, r["fmax_mhz"] or 0.0))
     rep = best.pop("report")
     for r in per_seed:
         r.pop("report", None)

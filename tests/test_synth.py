@@ -44,6 +44,38 @@ def test_synth_small_design_reports_its_figures(capsys):
     assert json.loads(out.strip().splitlines()[-1])["luts"] == r["luts"]
 
 
+@pytest.mark.synth
+@pytest.mark.slow
+@needs_tools
+def test_a_failed_seed_is_reported_and_the_others_kept(monkeypatch, tmp_path, capsys):
+    """With --seeds, a seed whose nextpnr fails (here an option it refuses, as a placer that
+    finds no room would) is listed with its error and the other seed's result is kept; with
+    every seed failing, the command fails with the first one's error."""
+    import sim.synth as synth
+    monkeypatch.setenv("TCORE_BUILD", str(tmp_path))
+    real = synth.nextpnr_args
+
+    def args(*a, **kw):
+        out = real(*a, **kw)
+        seed = a[5] if len(a) > 5 else kw["seed"]
+        return out + ["--no-such-option"] if seed in bad else out
+
+    monkeypatch.setattr(synth, "nextpnr_args", args)
+    argv = ["synth", "--design", "fp4dec", "--device", "ecp5-25k", "--seeds", "2", "--json"]
+    bad = {1}
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    r = json.loads(out.strip().splitlines()[-1])
+    assert [s["seed"] for s in r["seeds"]] == [1, 2]
+    assert "failed" in r["seeds"][0]["error"] and not r["seeds"][0]["routed"]
+    assert "error" not in r["seeds"][1] and r["seeds"][1]["routed"]
+    assert r["seed"] == 2 and r["routed"] and r["fmax_mhz"] > 0
+    assert "FAILED" in out
+    bad = {1, 2}
+    assert main(argv + ["--fresh"]) != 0
+    assert "nextpnr-ecp5 seed 1 failed" in capsys.readouterr().err
+
+
 def test_harness_chains_every_port():
     """The harness feeds every input bit from the din chain and captures every output bit into
     the dout chain; clk and rst go to the design directly (rst through one register)."""

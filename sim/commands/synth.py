@@ -76,10 +76,12 @@ def run(args) -> int:
     print(f"  Fmax        {fmax}" + (f"  (latency {r['latency_clocks']} clocks)" if "latency_clocks" in r else ""))
     if len(r["seeds"]) > 1 or not args.place_only:
         for s in r["seeds"]:
-            state = "routed" if s["routed"] else ("placed" if args.place_only else "NOT routed")
+            state = ("FAILED" if "error" in s else "routed" if s["routed"]
+                     else "placed" if args.place_only else "NOT routed")
             f = f"{s['fmax_mhz']:.1f} MHz" if s["fmax_mhz"] else "-"
             times = ", ".join(f"{k[:-2]} {s[k]:.0f} s" for k in ("place_s", "route_s") if s.get(k) is not None)
-            print(f"  seed {s['seed']:<5d} {state:10s} {f:>10s}  {times}" + ("  <- kept" if s["seed"] == r["seed"] else ""))
+            print(f"  seed {s['seed']:<5d} {state:10s} {f:>10s}  {times}" + ("  <- kept" if s["seed"] == r["seed"] else "")
+                  + (f"  ({s['error']})" if "error" in s else ""))
     lp = r["logic_path"]
     if lp:
         print(f"  logic path  {lp['logic_ns']:.2f} ns before routing (Yosys sta: {lp['luts']} LUT4, "
