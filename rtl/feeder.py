@@ -68,14 +68,17 @@ class BeatFeeder(wiring.Component):
         # Read beat 0 of a new mma_sync, or the next beat when the core takes one (or the
         # register is empty).
         step = more & (accept | ~vld)
-        idx = Mux(go, 0, nxt)
-        j, t = idx[2:4], Mux(go, self.tall, tall)
+        # The address is the next beat's while beats are left to read, else beat 0 of the
+        # mma_sync offered at ``start`` (``go`` implies none are left): it does not wait for
+        # this clock's handshake with the core, which only enables the read.
+        idx = Mux(more, nxt, 0)
+        j, t = idx[2:4], Mux(more, tall, self.tall)
         m.d.comb += [
             rd.en.eq(go | step),
-            rd.a.eq(Mux(go, self.a, frags[0]) + (t & j[1])), rd.b.eq(Mux(go, self.b, frags[1])),
-            rd.c.eq(Mux(go, self.c, frags[2])),
+            rd.a.eq(Mux(more, frags[0], self.a) + (t & j[1])), rd.b.eq(Mux(more, frags[1], self.b)),
+            rd.c.eq(Mux(more, frags[2], self.c)),
             rd.s.eq(idx[0:2]), rd.j.eq(j), rd.jb.eq(Cat(j[0], j[1] & ~t)), rd.i.eq(idx[4:6]),
-            rd.sparse.eq(Mux(go, self.mode.sparse, mode.sparse)),
+            rd.sparse.eq(Mux(more, mode.sparse, self.mode.sparse)),
         ]
         with m.If(go):
             m.d.sync += [frags[0].eq(self.a), frags[1].eq(self.b), frags[2].eq(self.c),
