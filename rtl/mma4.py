@@ -338,7 +338,7 @@ class MMA4(wiring.Component):
     falls only when 16 groups wait (and on the first clock of an 8-bit beat).  Datapath
     registers have no reset; valid bits, pointers and counters do.
 
-    Latency (:meth:`latency_of`): with no stalls D leaves :attr:`LATENCY` = 25 clocks after the
+    Latency (:meth:`latency_of`): with no stalls D leaves :attr:`LATENCY` = 26 clocks after the
     cycle its group's last beat was accepted, plus one per further slice of the group: with
     64 lanes +0 single-beat and +3 fused for the 16-bit kinds and TF32, +1 single-beat and +7
     fused for the 8-bit kinds (a group's passes cross the multipliers after its last beat has
@@ -379,10 +379,15 @@ class MMA4(wiring.Component):
     # accept -> group FIFO write: X0 the raw pass, X1 the operands' fields, X2 the operands,
     # X3 product exponents, X4..X6 the maximum (the group's running maximum is written from X6).
     EXP_STAGES = 7
-    # accept -> o.valid: the exponent lane, one clock to start, the FIFO read and its output
-    # register, the shift amounts, the DSP, two adder levels, the accumulator, the rounder,
-    # the output FIFO (write, read) and o's register.
-    LATENCY = EXP_STAGES + 1 + 2 + 1 + Multiplier.LATENCY + 2 + 1 + RoundPack.STAGES + 3
+    # The significand lane's stages before the accumulator, L1..L8: the FIFO's output register
+    # (L1), the shift amounts (L2), the DSP (L3..L5), the product terms (L6: the DSP's output
+    # crosses to the fabric into a register of its own), two adder levels (L7, L8).
+    LANE_STAGES = 8
+    # accept -> o.valid: the exponent lane, one clock to start, the FIFO read (L0), the
+    # significand lane, the accumulator, the rounder, the output FIFO (write, read) and o's
+    # register.
+    LATENCY = EXP_STAGES + 1 + 1 + LANE_STAGES + 1 + RoundPack.STAGES + 3
+    assert LANE_STAGES == 2 + Multiplier.LATENCY + 3
 
     # What the FIFOs hold; a control-only model (formal/) overrides them with tags.
     _beat_layout, _group_layout, _word_layout = BeatEntry, GroupEntry, DTile
@@ -837,33 +842,36 @@ class MMA4(wiring.Component):
         cx4, cn4 = _reg(m, cx4, "l4_cx"), _reg(m, cn3, "l4_cn")
         cx5, cn5 = _reg(m, cx4, "l5_cx"), _reg(m, cn4, "l5_cn")
 
-        # L5 -> L6: the product mux and the first adder level.  Each of the five ones'
+        # L5 -> L6: the product mux (each product's term), registered: the DSP's output is
+        # a long wire into the fabric.  L6 -> L7: the first adder level.  Each of the five ones'
         # complement terms owes +1 when negative: t0's and t2's ride on these carry-ins, t1's
         # and t3's on the next level, C's on the accumulator.
-        ab6, owe6 = self._first_adders(m, prods, q5, n5, grp_data[5][2])
+        t6, n6 = self._terms(m, prods, q5, n5, grp_data[5][2])
+        ab7, owe7 = self._first_adders(m, t6, n6)
         cx6, cn6 = _reg(m, cx5, "l6_cx"), _reg(m, cn5, "l6_cn")
-        grp6 = _reg(m, grp_data[5], "l6_grp")
+        cx7, cn7 = _reg(m, cx6, "l7_cx"), _reg(m, cn6, "l7_cn")
+        grp7 = _reg(m, _reg(m, grp_data[5], "l6_grp"), "l7_grp")
 
-        # L6 -> L7: A + B + C as a carry-save step and one chain.
-        s7 = _reg(m, [self._sum3(ab6[x], owe6[x], cx6[x]) for x in range(n)], "l7_s")
-        cn7 = _reg(m, cn6, "l7_cn")
-        grp7 = _reg(m, grp6, "l7_grp")
+        # L7 -> L8: A + B + C as a carry-save step and one chain.
+        s8 = _reg(m, [self._sum3(ab7[x], owe7[x], cx7[x]) for x in range(n)], "l8_s")
+        cn8 = _reg(m, cn7, "l8_cn")
+        grp8 = _reg(m, grp7, "l8_grp")
 
-        # L7 -> N0: the accumulator.  Its feedback is a chain of one register per slice (a
+        # L8 -> N0: the accumulator.  Its feedback is a chain of one register per slice (a
         # slice's sum comes back when its next pass does: a group's slices are back to back),
         # whose first register is cleared (a synchronous clear, no LUT) when the slice that
         # will read it is of a group's first pass (``slices`` stages behind L7).
-        r = self._slices
-        clear = vs[7 - r] & ctls[7 - r].first
+        r, top = self._slices, self.LANE_STAGES
+        clear = vs[top - r] & ctls[top - r].first
         acc_out = []
         for x in range(n):
             fb = [Signal(signed(ACC_WIDTH), name=f"acc_fb{x}" + (f"_{s}" if s else ""), reset_less=True)
                   for s in range(r)]
-            new = add_cin(fb[-1], s7[x], cn7[x], ACC_WIDTH)
+            new = add_cin(fb[-1], s8[x], cn8[x], ACC_WIDTH)
             m.d.sync += [fb[0].eq(Mux(clear, 0, new))] + [fb[s].eq(fb[s - 1]) for s in range(1, r)]
             acc_out.append(new)
         acc0 = _reg(m, acc_out, "n0_acc")
-        f0, sp0, fl0 = _reg(m, grp7, "n0_grp")
+        f0, sp0, fl0 = _reg(m, grp8, "n0_grp")
 
         # N1..N5 and the pack: one rounder per output, into the output FIFO.
         self._push(m, out_wr, push_word, self._round(m, acc0, f0, sp0, fl0, push))
@@ -882,22 +890,27 @@ class MMA4(wiring.Component):
             cx4.append(Mux(fl3.int8, extend(s32, ACC_WIDTH), extend(fp, ACC_WIDTH)).as_signed())
         return cx4
 
-    def _first_adders(self, m, prods, q5, n5, fl5):
-        """L5 -> L6: each product's term (the product mux) and the pairs' adds; returns the L6
-        registers: per output the two pair sums and the two carries still owed."""
+    def _terms(self, m, prods, q5, n5, fl5):
+        """L5 -> L6: each product's term (the product mux, the generation's grid, the ones'
+        complement); returns the L6 registers: the terms and their signs."""
         base = self._grid_bits          # the generation's grid for the 16-bit kinds (Hopper: 0)
-        ab6, owe6 = [], []
+        t = [product_term(prods[p], q5[p], n5[p], fl5.fp8, fl5.wide, base)
+             for p in range(4 * self._outs)]
+        return _reg(m, t, "l6_t"), _reg(m, n5, "l6_neg")
+
+    def _first_adders(self, m, t6, n6):
+        """L6 -> L7: the pairs' adds; returns the L7 registers: per output the two pair sums and
+        the two carries still owed."""
+        ab7, owe7 = [], []
         for x in range(self._outs):
-            t = [product_term(prods[4 * x + k], q5[4 * x + k], n5[4 * x + k], fl5.fp8, fl5.wide, base)
-                 for k in range(4)]
-            nk = n5[4 * x:4 * x + 4]
-            ab6.append(Cat(add_cin(t[0], t[1], nk[0], PAIR_BITS), add_cin(t[2], t[3], nk[2], PAIR_BITS)))
-            owe6.append(Cat(nk[1], nk[3]))
-        return _reg(m, ab6, "l6_ab"), _reg(m, owe6, "l6_owe")
+            t, nk = t6[4 * x:4 * x + 4], n6[4 * x:4 * x + 4]
+            ab7.append(Cat(add_cin(t[0], t[1], nk[0], PAIR_BITS), add_cin(t[2], t[3], nk[2], PAIR_BITS)))
+            owe7.append(Cat(nk[1], nk[3]))
+        return _reg(m, ab7, "l7_ab"), _reg(m, owe7, "l7_owe")
 
     @staticmethod
     def _sum3(ab, owe, cx):
-        """L6 -> L7 (combinational): one output's two pair sums and its addend as a carry-save
+        """L7 -> L8 (combinational): one output's two pair sums and its addend as a carry-save
         step and one chain, with the two owed carries."""
         a = extend(ab[:PAIR_BITS].as_signed(), ACC_WIDTH)
         b = extend(ab[PAIR_BITS:].as_signed(), ACC_WIDTH)
@@ -943,14 +956,15 @@ class MMA4(wiring.Component):
         return word
 
     def _lane_control(self, m, v1, ctl1):
-        """Valid bit and :class:`Ctl` of each significand-lane stage, L1..L7; the valid of a
+        """Valid bit and :class:`Ctl` of each significand-lane stage, L1..L8; the valid of a
         group's result slice through N0 (the accumulator) and the rounder's stages, and of its
         last slice: the clock its D is written into the output FIFO."""
         vs, ctls = {1: v1}, {1: ctl1}
-        for s in range(2, 8):
+        top = self.LANE_STAGES
+        for s in range(2, top + 1):
             vs[s], ctls[s] = _valid(m, vs[s - 1], f"l{s}_valid"), _reg(m, ctls[s - 1], f"l{s}_ctl")
-        push = _valid(m, vs[7] & ctls[7].last, "n0_valid")
-        end = _reg(m, ctls[7].end, "n0_end") if self._slices > 1 else None
+        push = _valid(m, vs[top] & ctls[top].last, "n0_valid")
+        end = _reg(m, ctls[top].end, "n0_end") if self._slices > 1 else None
         for s in range(RoundPack.STAGES):
             push = _valid(m, push, f"n{s + 1}_valid")
             if self._slices > 1:

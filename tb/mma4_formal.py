@@ -41,8 +41,8 @@ __all__ = ["MMA4Control", "StreamCheck", "DEPTH", "harness"]
 
 TAG = 1                                          # the mark
 COUNT = 6                                        # groups and words counted since reset
-# The 16-bit kinds' fused latency + 8 beats (35 clocks; an 8-bit group's two passes per beat
-# are inside it: its fused latency + 4 beats).  The FP8 fused latency + 8 beats, 39 clocks,
+# The 16-bit kinds' fused latency + 8 beats (37 clocks; an 8-bit group's two passes per beat
+# are inside it: its fused latency + 4 beats).  The FP8 fused latency + 8 beats, 41 clocks,
 # is a much longer proof (minutes per clock of depth) and is not run.
 DEPTH = MMA4.latency_of(InputKind.FP16, MAX_BEATS) + 8
 
@@ -90,9 +90,9 @@ class MMA4Control(MMA4):
     def _significands(self, m, v1, ctl1, grp, ent, out_wr):
         vs, ctls, _, push = self._lane_control(m, v1, ctl1)
         word = Cat(ent.tag, grp.tag)
-        # L2..L7, N0 (the accumulator), N1.. the rounder's stages: the real lane's registers
+        # L2..L8, N0 (the accumulator), N1.. the rounder's stages: the real lane's registers
         # (a wrong count here would put the word beside another group's push, and fail).
-        for s in range(len(range(2, 8)) + 1 + RoundPack.STAGES):
+        for s in range(len(range(2, self.LANE_STAGES + 1)) + 1 + RoundPack.STAGES):
             word = self._delay(m, word, f"d{s}_word")
         self._push(m, out_wr, push, word)
         return push
