@@ -19,6 +19,7 @@ import sys
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 
 __all__ = ["SIMULATORS", "ROOT", "build_dir", "setup_path", "verilog_for", "design_verilog", "build", "run_bench",
@@ -150,7 +151,11 @@ def design_verilog(design: str, params: dict) -> str:
     """The design's Verilog as ``tcore verilog`` writes it: the port header
     (:func:`rtl.designs.port_header`, naming ``params``) and the cached text of
     :func:`verilog_for`."""
+    from amaranth.hdl import UnusedElaboratable
     from rtl.designs import make, port_header
+    # The header reads the ports of a top built for it alone: it is never elaborated (the
+    # cached Verilog is), and Amaranth would warn about it and each of its parts when it goes.
+    warnings.filterwarnings("ignore", category=UnusedElaboratable)
     return port_header(make(design, **params), design, params) + verilog_for(design, params).read_text()
 
 
