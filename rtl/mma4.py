@@ -860,7 +860,7 @@ class MMA4(wiring.Component):
         # L8 -> N0: the accumulator.  Its feedback is a chain of one register per slice (a
         # slice's sum comes back when its next pass does: a group's slices are back to back),
         # whose first register is cleared (a synchronous clear, no LUT) when the slice that
-        # will read it is of a group's first pass (``slices`` stages behind L7).
+        # will read it is of a group's first pass (``slices`` stages behind L8).
         r, top = self._slices, self.LANE_STAGES
         clear = vs[top - r] & ctls[top - r].first
         acc_out = []
