@@ -210,19 +210,16 @@ def logic_path(sta: str) -> dict | None:
 # -- nextpnr ----------------------------------------------------------------------------------------
 
 def nextpnr_args(design: str, device: str, freq_mhz: float, router: str = "router1",
-                 route: bool = True, seed: int = 1, harness: bool = True,
-                 density: float | None = None) -> list[str]:
+                 route: bool = True, seed: int = 1, harness: bool = True) -> list[str]:
     """nextpnr-ecp5's command line for one seed; its report, log and netlist are named after
     the seed.  ``route=False`` stops after placement: the report then has no timing;
-    :func:`synth` takes the placer's Fmax estimate from the log.  ``density``: the analytic
-    placer's highest fill of a region (``--placer-heap-beta``; None leaves nextpnr's 0.9)."""
+    :func:`synth` takes the placer's Fmax estimate from the log."""
     flag, package = DEVICES[device]
     ctx = ["--lpf-allow-unconstrained"] if harness else ["--out-of-context"]
     return [flag, "--package", package, "--json", f"{design}.json", *ctx,
             "--freq", str(freq_mhz), "--timing-allow-fail", "--router", router,
             "--report", f"report-s{seed}.json", "--write", f"placed-s{seed}.json",
-            "--seed", str(seed), *([] if route else ["--no-route"]),
-            *([] if density is None else ["--placer-heap-beta", str(density)])]
+            "--seed", str(seed), *([] if route else ["--no-route"])]
 
 
 _PLACED_FMAX = re.compile(r"Max frequency for clock '([^']+)': ([0-9.]+) MHz")
@@ -395,8 +392,7 @@ def _seed_result(work: Path, seed: int, route: bool, wall_s: float | None) -> di
 def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
           freq_mhz: float = 100.0, progress=None, fresh: bool = False, router: str = "router1",
           route: bool = True, seeds: int = 1, seed: int = 1, jobs: int = 1,
-          harness: bool = True, timeout_s: float | None = None,
-          density: float | None = None) -> dict:
+          harness: bool = True, timeout_s: float | None = None) -> dict:
     """Synthesise, place and route ``design``; return its figures.
 
     Yosys runs once; nextpnr runs for ``seeds`` seeds from ``seed`` on, ``jobs`` at a time,
@@ -408,9 +404,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     a step whose inputs have not changed is not run again, unless ``fresh``.
     ``route=False`` stops after placement (Fmax the placer's estimate, no ``critical_path``;
     ``logic_path`` is Yosys's estimate either way).  ``harness`` places the design in
-    context (see the module's docstring); ``False`` places it out of context.  ``density``
-    (0.3..1) caps the analytic placer's fill of any region (nextpnr's default 0.9): lower
-    spreads the logic, which leaves the router more wire beside congested logic.
+    context (see the module's docstring); ``False`` places it out of context.
     """
     from rtl.designs import DESIGNS, to_verilog
 
@@ -420,8 +414,6 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         raise SynthError(f"Device must be one of {', '.join(DEVICES)}, not {device!r}")
     if router not in ROUTERS:
         raise SynthError(f"Router must be one of {', '.join(ROUTERS)}, not {router!r}")
-    if density is not None and not 0.3 <= density <= 1.0:
-        raise SynthError(f"density must be 0.3 to 1 (the placer's highest fill of a region), not {density}")
     if seeds < 1 or jobs < 1 or seed < 0:
         raise SynthError(f"seeds and jobs must be at least 1 and seed not negative, not {seeds}, {jobs}, {seed}")
     params = dict(SYNTH_PARAMS.get(design, {}) if params is None else params)
@@ -468,7 +460,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     while todo or running:
         while todo and len(running) < jobs:
             s = todo.pop(0)
-            args = nextpnr_args(design, device, freq_mhz, router, route, s, harness, density)
+            args = nextpnr_args(design, device, freq_mhz, router, route, s, harness)
             key = _digest(netlist, *args)
             proc = _one_seed(work, nextpnr, args, s, key, fresh)
             if proc is None:
@@ -543,7 +535,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         "dsps": used("MULT18X18D"), "dsps_available": avail("MULT18X18D"),
         "brams": used("DP16KD"), "brams_available": avail("DP16KD"),
         "fmax_mhz": best["fmax_mhz"], "target_mhz": freq_mhz,
-        "routed": best["routed"], "router": router, "seed": best["seed"], "density": density,
+        "routed": best["routed"], "router": router, "seed": best["seed"],
         "place_s": best["place_s"], "route_s": best["route_s"],
         "critical_path": critical_path(rep),
         "logic_path": logic_path((work / "sta.txt").read_text(errors="replace"))

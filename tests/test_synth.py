@@ -31,7 +31,6 @@ def test_synth_small_design_reports_its_figures(capsys):
     assert r["ffs"] == 256 + chains + 1 and r["dsps"] == 0 and r["brams"] == 0   # + the reset register
     assert 0 < r["luts"] < r["luts_available"]
     assert r["routed"] is True and r["router"] == "router1" and r["route_s"] > 0
-    assert r["density"] is None                     # nextpnr's own placement density
     assert [s["seed"] for s in r["seeds"]] == [1, 2] and all(s["routed"] for s in r["seeds"])
     best = max(r["seeds"], key=lambda s: s["fmax_mhz"])
     assert r["seed"] == best["seed"] and r["fmax_mhz"] == best["fmax_mhz"] > 0
@@ -146,19 +145,6 @@ def test_synth_refuses_unknown_router(capsys):
     from sim.synth import SynthError, synth
     with pytest.raises(SynthError, match="Router must be one of"):
         synth("fp4dec", router="router3")
-
-
-def test_density_reaches_the_placer_and_is_checked():
-    """--density is the analytic placer's highest region fill (nextpnr's --placer-heap-beta),
-    passed only when given, and refused outside 0.3..1 before any tool runs."""
-    from sim.synth import SynthError, nextpnr_args, synth
-    args = nextpnr_args("mma4", "ecp5-85k", 100.0, density=0.6)
-    assert args[args.index("--placer-heap-beta") + 1] == "0.6"
-    assert "--placer-heap-beta" not in nextpnr_args("mma4", "ecp5-85k", 100.0)
-    for bad in (0.1, 1.5):
-        with pytest.raises(SynthError, match="density must be 0.3 to 1"):
-            synth("fp4dec", density=bad)
-    assert main(["synth", "--design", "fp4dec", "--density", "2"]) != 0
 
 
 _TOO_BIG_LOG = """Info: Device utilisation:

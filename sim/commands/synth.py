@@ -35,9 +35,6 @@ def add_arguments(parser):
     parser.add_argument("--timeout", type=float, default=None, metavar="MIN",
                         help="stop a seed's nextpnr after MIN minutes (reported as not routed, with "
                              "the router's progress)")
-    parser.add_argument("--density", type=float, default=None, metavar="D",
-                        help="the placer's highest fill of any region, 0.3..1 (nextpnr-ecp5's "
-                             "--placer-heap-beta; default its 0.9): lower spreads congested logic")
     parser.add_argument("--ooc", action="store_true",
                         help="out of context (nextpnr --out-of-context: ports as internal nets, no "
                              "global clock) instead of the pin harness")
@@ -62,8 +59,7 @@ def run(args) -> int:
                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
                   fresh=args.fresh, router=args.router, route=not args.place_only,
                   seeds=args.seeds, seed=args.seed, jobs=args.jobs, harness=not args.ooc,
-                  timeout_s=None if args.timeout is None else 60 * args.timeout,
-                  density=args.density)
+                  timeout_s=None if args.timeout is None else 60 * args.timeout)
     except SynthError as e:
         raise CliError(str(e)) from None
     ctx = "out of context" if args.ooc else (f"in the harness: +{r['harness_ports']['in_bits']} "
