@@ -38,7 +38,7 @@ from rtl.designs import SYNTH_PARAMS      # the parameters each design is placed
 from .runner import _param_tag, build_root
 from .runner import digest as _digest
 
-__all__ = ["DEVICES", "ROUTERS", "SYNTH_PARAMS", "SynthError", "synth", "harness_verilog",
+__all__ = ["DEVICES", "ROUTERS", "PLACERS", "SYNTH_PARAMS", "SynthError", "synth", "harness_verilog",
            "top_ports", "region_map"]
 
 #: Device name -> (nextpnr device flag, package).
@@ -50,6 +50,8 @@ DEVICES = {
 
 #: nextpnr-ecp5's routers, its own default (router1) first.
 ROUTERS = ("router1", "router2")
+#: nextpnr-ecp5's placers: HeAP (its default) and the electrostatic one.
+PLACERS = ("heap", "static")
 
 HARNESS_TOP = "synth_top"
 #: Seconds Yosys's sta (the logic-path estimate before placement) may take.
@@ -210,16 +212,19 @@ def logic_path(sta: str) -> dict | None:
 # -- nextpnr ----------------------------------------------------------------------------------------
 
 def nextpnr_args(design: str, device: str, freq_mhz: float, router: str = "router1",
-                 route: bool = True, seed: int = 1, harness: bool = True) -> list[str]:
+                 route: bool = True, seed: int = 1, harness: bool = True,
+                 placer: str = "heap") -> list[str]:
     """nextpnr-ecp5's command line for one seed; its report, log and netlist are named after
     the seed.  ``route=False`` stops after placement: the report then has no timing;
-    :func:`synth` takes the placer's Fmax estimate from the log."""
+    :func:`synth` takes the placer's Fmax estimate from the log.  ``placer``: nextpnr's
+    analytic placer (``heap``, its default) or its electrostatic one (``static``)."""
     flag, package = DEVICES[device]
     ctx = ["--lpf-allow-unconstrained"] if harness else ["--out-of-context"]
     return [flag, "--package", package, "--json", f"{design}.json", *ctx,
             "--freq", str(freq_mhz), "--timing-allow-fail", "--router", router,
             "--report", f"report-s{seed}.json", "--write", f"placed-s{seed}.json",
-            "--seed", str(seed), *([] if route else ["--no-route"])]
+            "--seed", str(seed), *([] if route else ["--no-route"]),
+            *([] if placer == "heap" else ["--placer", placer])]
 
 
 _PLACED_FMAX = re.compile(r"Max frequency for clock '([^']+)': ([0-9.]+) MHz")
@@ -392,7 +397,7 @@ def _seed_result(work: Path, seed: int, route: bool, wall_s: float | None) -> di
 def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
           freq_mhz: float = 100.0, progress=None, fresh: bool = False, router: str = "router1",
           route: bool = True, seeds: int = 1, seed: int = 1, jobs: int = 1,
-          harness: bool = True, timeout_s: float | None = None) -> dict:
+          harness: bool = True, timeout_s: float | None = None, placer: str = "heap") -> dict:
     """Synthesise, place and route ``design``; return its figures.
 
     Yosys runs once; nextpnr runs for ``seeds`` seeds from ``seed`` on, ``jobs`` at a time,
@@ -404,7 +409,10 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     a step whose inputs have not changed is not run again, unless ``fresh``.
     ``route=False`` stops after placement (Fmax the placer's estimate, no ``critical_path``;
     ``logic_path`` is Yosys's estimate either way).  ``harness`` places the design in
-    context (see the module's docstring); ``False`` places it out of context.
+    context (see the module's docstring); ``False`` places it out of context.  ``placer``:
+    ``heap`` (nextpnr's default, HeAP: analytic placement packed tight) or ``static``
+    (electrostatic: spreads the logic towards a 70 % fill of the part, which leaves the
+    router more wire beside logic that HeAP packs densely).
     """
     from rtl.designs import DESIGNS, to_verilog
 
@@ -414,6 +422,8 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         raise SynthError(f"Device must be one of {', '.join(DEVICES)}, not {device!r}")
     if router not in ROUTERS:
         raise SynthError(f"Router must be one of {', '.join(ROUTERS)}, not {router!r}")
+    if placer not in PLACERS:
+        raise SynthError(f"Placer must be one of {', '.join(PLACERS)}, not {placer!r}")
     if seeds < 1 or jobs < 1 or seed < 0:
         raise SynthError(f"seeds and jobs must be at least 1 and seed not negative, not {seeds}, {jobs}, {seed}")
     params = dict(SYNTH_PARAMS.get(design, {}) if params is None else params)
@@ -460,7 +470,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     while todo or running:
         while todo and len(running) < jobs:
             s = todo.pop(0)
-            args = nextpnr_args(design, device, freq_mhz, router, route, s, harness)
+            args = nextpnr_args(design, device, freq_mhz, router, route, s, harness, placer)
             key = _digest(netlist, *args)
             proc = _one_seed(work, nextpnr, args, s, key, fresh)
             if proc is None:
@@ -480,7 +490,8 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
                         p.wait()
                         p.log_file.close()
                     raise SynthError(_too_big(design, params, device, over))
-                proc.fits_checked = "analytic placement" in log or proc.poll() is not None
+                proc.fits_checked = ("analytic placement" in log or "Static placer" in log
+                                     or proc.poll() is not None)
             if proc.poll() is None and timeout_s is not None and el > timeout_s:
                 proc.kill()
                 proc.wait()
@@ -535,7 +546,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         "dsps": used("MULT18X18D"), "dsps_available": avail("MULT18X18D"),
         "brams": used("DP16KD"), "brams_available": avail("DP16KD"),
         "fmax_mhz": best["fmax_mhz"], "target_mhz": freq_mhz,
-        "routed": best["routed"], "router": router, "seed": best["seed"],
+        "routed": best["routed"], "router": router, "placer": placer, "seed": best["seed"],
         "place_s": best["place_s"], "route_s": best["route_s"],
         "critical_path": critical_path(rep),
         "logic_path": logic_path((work / "sta.txt").read_text(errors="replace"))

@@ -25,6 +25,9 @@ def add_arguments(parser):
                         help="run Yosys and nextpnr again even where their inputs have not changed")
     parser.add_argument("--router", default="router1", choices=["router1", "router2"],
                         help="nextpnr's router (default router1, nextpnr-ecp5's own)")
+    parser.add_argument("--placer", default="heap", choices=["heap", "static"],
+                        help="nextpnr's placer: heap (its default, analytic, packs tight) or "
+                             "static (electrostatic: an even fill of the part, nextpnr's target 70%%)")
     parser.add_argument("--place-only", action="store_true",
                         help="stop after placement: Fmax is the placer's estimate")
     parser.add_argument("--seeds", type=positive, default=1, metavar="N",
@@ -59,7 +62,8 @@ def run(args) -> int:
                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
                   fresh=args.fresh, router=args.router, route=not args.place_only,
                   seeds=args.seeds, seed=args.seed, jobs=args.jobs, harness=not args.ooc,
-                  timeout_s=None if args.timeout is None else 60 * args.timeout)
+                  timeout_s=None if args.timeout is None else 60 * args.timeout,
+                  placer=args.placer)
     except SynthError as e:
         raise CliError(str(e)) from None
     ctx = "out of context" if args.ooc else (f"in the harness: +{r['harness_ports']['in_bits']} "
