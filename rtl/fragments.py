@@ -66,7 +66,8 @@ def host_port(mem_words: int) -> dict:
     """The host port of a top with a working memory of ``mem_words`` 128-bit words (``WarpTop``,
     ``GemmTop``, ``Fp4GemmTop``), declared once: flat members, so that the Verilog ports are
     ``host_addr``, ``host_wdata``, ``host_we`` (write the word when high) and ``host_rdata``
-    (the word at ``host_addr`` one clock later)."""
+    (the word at ``host_addr`` one clock later; two on the GEMM tops, whose read data leaves
+    through a register)."""
     abits = (mem_words - 1).bit_length()
     return {"host_addr": In(abits), "host_wdata": In(WORD_BITS), "host_we": In(1),
             "host_rdata": Out(WORD_BITS)}

@@ -249,11 +249,11 @@ class Fp4GemmTop(wiring.Component):
     accumulation, BF16 operands for MXFP4, FP16 for NVFP4) and ``fcfg``, pulse ``start``:
 
     1. *decode*: each 128-bit word of the FP16/BF16 A and B areas (``cfg.a_base``, ``b_base``)
-       is made from 8 codes and their scales: read the code word, read the scale word, write
-       (3 clocks per word);
+       is made from 8 codes and their scales: read the code word, read the scale word, wait
+       for them (the GEMM top's read data is two clocks late), write (4 clocks per word);
     2. *GEMM*: :class:`rtl.gemm.GemmTop` runs matmulT;
     3. *epilogue*: each word of D is read, multiplied by ``alpha`` (:class:`Fp32Scale`) and
-       written back (2 clocks per word).
+       written back (3 clocks per word).
 
     ``done`` rises at the end; ``cycles`` counts all three phases, ``gemm_cycles`` and ``beats``
     the GEMM's.  The host port reaches the memory while the design is idle.  ``cores``,
@@ -309,6 +309,8 @@ class Fp4GemmTop(wiring.Component):
                 m.next = "RD_SCALE"
             with m.State("RD_SCALE"):
                 m.d.comb += addr.eq(walk.scale_addr)
+                m.next = "RD_WAIT"
+            with m.State("RD_WAIT"):       # the GEMM top's read data is two clocks late
                 m.d.sync += walk.code_word.eq(gemm.host_rdata)
                 m.next = "WR"
             with m.State("WR"):
@@ -322,6 +324,8 @@ class Fp4GemmTop(wiring.Component):
                     m.next = "EPI_RD"
             with m.State("EPI_RD"):
                 m.d.comb += addr.eq(cfg.d_base + walk.w)
+                m.next = "EPI_WAIT"
+            with m.State("EPI_WAIT"):
                 m.next = "EPI_WR"
             with m.State("EPI_WR"):
                 m.d.comb += [scale.word.eq(gemm.host_rdata), addr.eq(cfg.d_base + walk.w),

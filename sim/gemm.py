@@ -312,10 +312,13 @@ def _run_amaranth(a, b, in_fmt, out_fmt, params):
             waited += 1
         res["cycles"], res["beats"] = ctx.get(dut.cycles), ctx.get(dut.beats)
         out = []
-        for i in range(d_base, end):
-            ctx.set(dut.host_addr, i)
+        # One read a clock; each word leaves two clocks after its address (host_rdata is a
+        # register after the block RAM's).
+        for i in range(d_base, end + 1):
+            ctx.set(dut.host_addr, min(i, end - 1))
             await ctx.tick()
-            out.append(ctx.get(dut.host_rdata))
+            if i > d_base:
+                out.append(ctx.get(dut.host_rdata))
         res["d"] = bytes_of(out).view(np.uint16 if acc_f16 else np.uint32).reshape(m, n)
 
     sim = Simulator(dut)

@@ -50,6 +50,15 @@ def test_gemm_top_bit_exact_and_busy(cores, lanes, floor):
     assert floor <= util <= 1, f"{cores} core(s): utilisation {util:.3f} ({info['cycles']} clocks)"
 
 
+def test_gemm_top_in_amaranth_reads_d_through_its_host_port():
+    """Amaranth's simulator runs the GEMM top and reads D back through the host port, one word
+    a clock, each two clocks after its address (host_rdata is registered): bit-exact."""
+    a, b = random_operands(16, 32, 16, "fp16", 3)
+    d, info = run_gemm("amaranth", a, b, lanes=16, progress=False)
+    assert np.array_equal(d, matmul_t(a, b))
+    assert info["beats"] == 16 * 32 * 16 // 64
+
+
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
 def test_gemm_top_eight_cores():

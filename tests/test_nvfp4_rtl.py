@@ -131,8 +131,8 @@ def test_fp4_gemm_reset_midrun_in_every_phase():
     epilogue_end = info["cycles"]
     epilogue_words = 32 * 32 * 4 // 16
     decode_words = (32 * 64 + 64 * 32) * 2 // 16
-    assert info["cycles"] - info["gemm_cycles"] >= 3 * decode_words + 2 * epilogue_words
-    for at in (decode // 3, 3 * decode_words + info["gemm_cycles"] // 2, epilogue_end - epilogue_words):
+    assert info["cycles"] - info["gemm_cycles"] >= 4 * decode_words + 3 * epilogue_words
+    for at in (decode // 3, 4 * decode_words + info["gemm_cycles"] // 2, epilogue_end - epilogue_words):
         fp4_reset_bench("verilator", qa, qbt, at, lanes=16)
 
 
