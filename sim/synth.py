@@ -50,8 +50,8 @@ DEVICES = {
 
 #: nextpnr-ecp5's routers, its own default (router1) first.
 ROUTERS = ("router1", "router2")
-#: nextpnr-ecp5's placers: HeAP (its default) and the electrostatic one.
-PLACERS = ("heap", "static")
+#: nextpnr-ecp5's placers: the electrostatic one (this flow's default) and HeAP (nextpnr's).
+PLACERS = ("static", "heap")
 
 HARNESS_TOP = "synth_top"
 #: Seconds Yosys's sta (the logic-path estimate before placement) may take.
@@ -213,18 +213,18 @@ def logic_path(sta: str) -> dict | None:
 
 def nextpnr_args(design: str, device: str, freq_mhz: float, router: str = "router1",
                  route: bool = True, seed: int = 1, harness: bool = True,
-                 placer: str = "heap") -> list[str]:
+                 placer: str = "static") -> list[str]:
     """nextpnr-ecp5's command line for one seed; its report, log and netlist are named after
     the seed.  ``route=False`` stops after placement: the report then has no timing;
     :func:`synth` takes the placer's Fmax estimate from the log.  ``placer``: nextpnr's
-    analytic placer (``heap``, its default) or its electrostatic one (``static``)."""
+    electrostatic placer (``static``) or its analytic one (``heap``, nextpnr's default)."""
     flag, package = DEVICES[device]
     ctx = ["--lpf-allow-unconstrained"] if harness else ["--out-of-context"]
     return [flag, "--package", package, "--json", f"{design}.json", *ctx,
             "--freq", str(freq_mhz), "--timing-allow-fail", "--router", router,
             "--report", f"report-s{seed}.json", "--write", f"placed-s{seed}.json",
             "--seed", str(seed), *([] if route else ["--no-route"]),
-            *([] if placer == "heap" else ["--placer", placer])]
+            "--placer", placer]
 
 
 _PLACED_FMAX = re.compile(r"Max frequency for clock '([^']+)': ([0-9.]+) MHz")
@@ -372,13 +372,18 @@ def _one_seed(work: Path, nextpnr: str, args: list[str], seed: int, key: str, fr
     (work / f"report-s{seed}.json").unlink(missing_ok=True)
     log = open(work / f"nextpnr-s{seed}.log", "w")
     proc = subprocess.Popen([nextpnr, *args], cwd=work, stdout=log, stderr=subprocess.STDOUT)
-    proc.log_file, proc.t0, proc.fits_checked = log, time.perf_counter(), False
+    proc.log_file, proc.t0, proc.fits_checked, proc.placed_s = log, time.perf_counter(), False, None
     return proc
 
 
-def _seed_result(work: Path, seed: int, route: bool, wall_s: float | None) -> dict:
+def _seed_result(work: Path, seed: int, route: bool, wall_s: float | None,
+                 placed_s: float | None = None) -> dict:
+    """One seed's figures from its log and report; ``placed_s``: the seconds from nextpnr's
+    start to its router's, as watched (``place_s`` where the log has no placer time)."""
     log = (work / f"nextpnr-s{seed}.log").read_text(errors="replace")
     prog = route_progress(log)
+    if prog["place_s"] is None and placed_s is not None:
+        prog["place_s"] = round(placed_s, 1)
     rep_path = work / f"report-s{seed}.json"
     rep = json.loads(rep_path.read_text()) if rep_path.exists() else {}
     fmax = [c.get("achieved") for c in rep.get("fmax", {}).values() if c.get("achieved")]
@@ -397,7 +402,7 @@ def _seed_result(work: Path, seed: int, route: bool, wall_s: float | None) -> di
 def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
           freq_mhz: float = 100.0, progress=None, fresh: bool = False, router: str = "router1",
           route: bool = True, seeds: int = 1, seed: int = 1, jobs: int = 1,
-          harness: bool = True, timeout_s: float | None = None, placer: str = "heap") -> dict:
+          harness: bool = True, timeout_s: float | None = None, placer: str = "static") -> dict:
     """Synthesise, place and route ``design``; return its figures.
 
     Yosys runs once; nextpnr runs for ``seeds`` seeds from ``seed`` on, ``jobs`` at a time,
@@ -410,9 +415,9 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     ``route=False`` stops after placement (Fmax the placer's estimate, no ``critical_path``;
     ``logic_path`` is Yosys's estimate either way).  ``harness`` places the design in
     context (see the module's docstring); ``False`` places it out of context.  ``placer``:
-    ``heap`` (nextpnr's default, HeAP: analytic placement packed tight) or ``static``
-    (electrostatic: spreads the logic towards a 70 % fill of the part, which leaves the
-    router more wire beside logic that HeAP packs densely).
+    ``static`` (nextpnr's electrostatic placer; this flow's default: on the MMA4 core and the
+    GEMM top it leaves router1 far less wire to find than HeAP) or ``heap`` (HeAP, nextpnr's
+    own default).
     """
     from rtl.designs import DESIGNS, to_verilog
 
@@ -466,7 +471,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
 
     netlist = (work / f"{design}.json").read_bytes()
     todo = list(range(seed, seed + seeds))
-    running, walls, failed = {}, {}, {}
+    running, walls, failed, places = {}, {}, {}, {}
     while todo or running:
         while todo and len(running) < jobs:
             s = todo.pop(0)
@@ -492,6 +497,15 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
                     raise SynthError(_too_big(design, params, device, over))
                 proc.fits_checked = ("analytic placement" in log or "Static placer" in log
                                      or proc.poll() is not None)
+            if proc.fits_checked and proc.placed_s is None:
+                # The static placer's log gives no time of its own: the clock the router
+                # starts (or a placement-only run ends) is the seed's placement time.
+                done = proc.poll() == 0 and not route
+                if done or "\nInfo: Routing" in (work / f"nextpnr-s{s}.log").read_text(errors="replace"):
+                    proc.placed_s = el
+                    places[s] = el
+                    if route:
+                        say(f"nextpnr seed {s}: placed in {el:.0f} s, routing")
             if proc.poll() is None and timeout_s is not None and el > timeout_s:
                 proc.kill()
                 proc.wait()
@@ -518,7 +532,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     if len(failed) == seeds:
         raise failed[seed]
     t3 = time.perf_counter()
-    per_seed = [_seed_result(work, s, route, walls.get(s)) for s in range(seed, seed + seeds)]
+    per_seed = [_seed_result(work, s, route, walls.get(s), places.get(s)) for s in range(seed, seed + seeds)]
     for r in per_seed:
         if r["seed"] in failed:
             r["error"] = str(failed[r["seed"]]).splitlines()[0]

@@ -25,9 +25,10 @@ def add_arguments(parser):
                         help="run Yosys and nextpnr again even where their inputs have not changed")
     parser.add_argument("--router", default="router1", choices=["router1", "router2"],
                         help="nextpnr's router (default router1, nextpnr-ecp5's own)")
-    parser.add_argument("--placer", default="heap", choices=["heap", "static"],
-                        help="nextpnr's placer: heap (its default, analytic, packs tight) or "
-                             "static (electrostatic: an even fill of the part, nextpnr's target 70%%)")
+    parser.add_argument("--placer", default="static", choices=["static", "heap"],
+                        help="nextpnr's placer: static (electrostatic; the default here: far less "
+                             "wire to route on the MMA4 core and the GEMM top) or heap (HeAP, "
+                             "nextpnr's own default)")
     parser.add_argument("--place-only", action="store_true",
                         help="stop after placement: Fmax is the placer's estimate")
     parser.add_argument("--seeds", type=positive, default=1, metavar="N",
