@@ -319,7 +319,7 @@ class MMA4(wiring.Component):
       multipliers (which also do the fine part of each product's shift), a 4:1 mux (with the
       FP8 grid's mask), an adder tree with negation through carry-ins, the accumulator, the
       normalise/round unit (which passes an INT8 result through, wrapped or clamped), and an
-      output FIFO (block RAM) and the register ``o`` is driven from.
+      output FIFO (block RAM), a skid register, and the register ``o`` is driven from.
 
     Rates, with ``o.ready`` high and ``lanes`` = 64: 64 FP16/BF16 products per clock, 32 TF32
     (a beat is two k slices: the Hopper ratio), 64 FP8/INT8 (a beat of 128 products takes two
@@ -980,16 +980,30 @@ class MMA4(wiring.Component):
     def _output(self, m, out_rd, pop, pushed):
         # A block RAM's read data comes late in the clock (ECP5 DP16KD without its output
         # register: 5.8 ns clock-to-out, the core's routed critical path at 100 MHz), so o is
-        # a register of its own, filled from the RAM's output ``held`` while o is taken.
+        # a register of its own, filled from the RAM's output ``held``.  The RAM reads the next
+        # word (``fetch``) from registered state only, whatever o.ready says (o.ready into the
+        # word count was the routed critical path): a read is issued while o, the RAM's output
+        # and the skid register ``skid`` are not all full, and a word the RAM still holds when
+        # the next one comes moves into the skid.  One word a clock leaves while o.ready stays
+        # high; words leave in order (the skid's before the RAM's).
         count = Signal(range(-1, self.OUTPUTS), init=-1)  # written and not yet read out, - 1
         orp = Signal(range(self.OUTPUTS))
         held = Signal()                                    # the RAM's output is a word for o
-        take = held & (~self.o.valid | self.o.ready)
-        fetch = ~count[-1] & (~held | take)
+        skid = Signal.like(self.o.payload, reset_less=True)
+        skid_valid = Signal()
+        fetch = ~count[-1] & ~(held & skid_valid & self.o.valid)
+        free = ~self.o.valid | self.o.ready                # o takes a word this clock
+        from_ram = free & ~skid_valid & held
+        to_skid = held & fetch & ~from_ram                 # the RAM's word, about to be replaced
         m.d.comb += [out_rd.addr.eq(orp), out_rd.en.eq(fetch), pop.eq(self.o.valid & self.o.ready)]
         m.d.sync += [count.eq(_step(count, pushed, fetch)), orp.eq(Mux(fetch, orp + 1, orp)),
-                     held.eq(fetch | (held & ~take))]
-        with m.If(take):
-            m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(out_rd.data)]
-        with m.Elif(self.o.ready):
-            m.d.sync += self.o.valid.eq(0)
+                     held.eq(fetch | (held & ~from_ram & ~to_skid)),
+                     skid_valid.eq(to_skid | (skid_valid & ~free))]
+        with m.If(to_skid):
+            m.d.sync += skid.eq(out_rd.data)
+        with m.If(free):
+            m.d.sync += self.o.valid.eq(skid_valid | held)
+            with m.If(skid_valid):
+                m.d.sync += self.o.payload.eq(skid)
+            with m.Elif(held):
+                m.d.sync += self.o.payload.eq(out_rd.data)
