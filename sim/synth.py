@@ -370,20 +370,22 @@ def _one_seed(work: Path, nextpnr: str, args: list[str], seed: int, key: str, fr
     if not fresh and _fresh(work, f"report-s{seed}.json", key):
         return None
     (work / f"report-s{seed}.json").unlink(missing_ok=True)
+    (work / f"placed-s{seed}.seconds").unlink(missing_ok=True)
     log = open(work / f"nextpnr-s{seed}.log", "w")
     proc = subprocess.Popen([nextpnr, *args], cwd=work, stdout=log, stderr=subprocess.STDOUT)
     proc.log_file, proc.t0, proc.fits_checked, proc.placed_s = log, time.perf_counter(), False, None
     return proc
 
 
-def _seed_result(work: Path, seed: int, route: bool, wall_s: float | None,
-                 placed_s: float | None = None) -> dict:
-    """One seed's figures from its log and report; ``placed_s``: the seconds from nextpnr's
-    start to its router's, as watched (``place_s`` where the log has no placer time)."""
+def _seed_result(work: Path, seed: int, route: bool, wall_s: float | None) -> dict:
+    """One seed's figures from its log and report; ``place_s`` where the log has no placer
+    time of its own (the static placer): the seconds from nextpnr's start to its router's,
+    as :func:`synth` watched them (kept beside the log, for a kept result too)."""
     log = (work / f"nextpnr-s{seed}.log").read_text(errors="replace")
     prog = route_progress(log)
-    if prog["place_s"] is None and placed_s is not None:
-        prog["place_s"] = round(placed_s, 1)
+    watched = work / f"placed-s{seed}.seconds"
+    if prog["place_s"] is None and watched.exists():
+        prog["place_s"] = float(watched.read_text())
     rep_path = work / f"report-s{seed}.json"
     rep = json.loads(rep_path.read_text()) if rep_path.exists() else {}
     fmax = [c.get("achieved") for c in rep.get("fmax", {}).values() if c.get("achieved")]
@@ -471,7 +473,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
 
     netlist = (work / f"{design}.json").read_bytes()
     todo = list(range(seed, seed + seeds))
-    running, walls, failed, places = {}, {}, {}, {}
+    running, walls, failed = {}, {}, {}
     while todo or running:
         while todo and len(running) < jobs:
             s = todo.pop(0)
@@ -503,7 +505,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
                 done = proc.poll() == 0 and not route
                 if done or "\nInfo: Routing" in (work / f"nextpnr-s{s}.log").read_text(errors="replace"):
                     proc.placed_s = el
-                    places[s] = el
+                    (work / f"placed-s{s}.seconds").write_text(f"{el:.1f}\n")
                     if route:
                         say(f"nextpnr seed {s}: placed in {el:.0f} s, routing")
             if proc.poll() is None and timeout_s is not None and el > timeout_s:
@@ -532,7 +534,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     if len(failed) == seeds:
         raise failed[seed]
     t3 = time.perf_counter()
-    per_seed = [_seed_result(work, s, route, walls.get(s), places.get(s)) for s in range(seed, seed + seeds)]
+    per_seed = [_seed_result(work, s, route, walls.get(s)) for s in range(seed, seed + seeds)]
     for r in per_seed:
         if r["seed"] in failed:
             r["error"] = str(failed[r["seed"]]).splitlines()[0]
