@@ -279,12 +279,17 @@ def placement_full(log: str) -> list[tuple[str, int, int]]:
     return [(n, int(u), int(a)) for n, u, a in _UTIL.findall(log) if int(u) >= 0.95 * int(a)]
 
 
-def _too_big(design: str, params: dict, device: str, over, full: bool = False) -> str:
+def _too_big(design: str, params: dict, device: str, over, full: bool = False,
+             placer: str = "static") -> str:
     what = ", ".join(f"{u:,} {_UTIL_NAMES.get(n, n)} of {a:,}" + (f" ({100 * u / a:.1f} %)" if full else "")
                      for n, u, a in over)
     hint = ("--dense-only (the core without its 2:4 sparse select network), fewer --lanes or a "
             "larger --device" if design == "mma4" and params.get("sparse", True)
             else "fewer --lanes or a larger --device")
+    if full and placer == "static":
+        # The static placer gives up at fills HeAP still legalises (the 16-lane dense core on
+        # the ECP5-25F, 82 % of its logic cells).
+        hint = "--placer heap (HeAP legalises fuller parts), " + hint
     if full:
         return (f"{design} {params} does not fit the {device}: nextpnr found no legal placement "
                 f"with {what}. Try {hint}.")
@@ -524,7 +529,8 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
                 # A seed whose placer finds no room (or that fails otherwise) is reported with
                 # the others; only when every seed failed is there nothing to keep.
                 if full := placement_full((work / f"nextpnr-s{s}.log").read_text(errors="replace")):
-                    failed[s] = SynthError(_too_big(design, params, device, full, full=True))
+                    failed[s] = SynthError(_too_big(design, params, device, full, full=True,
+                                                    placer=placer))
                 else:
                     failed[s] = SynthError(
                         f"nextpnr-ecp5 seed {s} failed (exit {proc.returncode}); log "

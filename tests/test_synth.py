@@ -207,7 +207,9 @@ def test_placement_full_names_what_left_no_room():
     assert placement_full(log.replace("ERROR: Unable", "Info: able")) == []
     msg = _too_big("mma4", {"lanes": 16}, "ecp5-25k", placement_full(log), full=True)
     assert "no legal placement with 24,220 logic cells (LUT4 and carry halves) of 24,288 (99.7 %)" in msg
-    assert "--dense-only" in msg
+    assert "--dense-only" in msg and "--placer heap" in msg      # the static placer gave up
+    assert "--placer heap" not in _too_big("mma4", {"lanes": 16}, "ecp5-25k", placement_full(log),
+                                           full=True, placer="heap")
 
 
 def test_synth_stops_a_design_that_does_not_fit(tmp_path, monkeypatch, capsys):
