@@ -378,7 +378,7 @@ def _one_seed(work: Path, nextpnr: str, args: list[str], seed: int, key: str, fr
     (work / f"placed-s{seed}.seconds").unlink(missing_ok=True)
     log = open(work / f"nextpnr-s{seed}.log", "w")
     proc = subprocess.Popen([nextpnr, *args], cwd=work, stdout=log, stderr=subprocess.STDOUT)
-    proc.log_file, proc.t0, proc.fits_checked, proc.placed_s = log, time.perf_counter(), False, None
+    proc.log_file, proc.t0, proc.fits_checked, proc.placed = log, time.perf_counter(), False, False
     return proc
 
 
@@ -494,8 +494,9 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         time.sleep(0.2 if not running else 2.0)
         for s, (proc, key) in list(running.items()):
             el = time.perf_counter() - proc.t0
+            # The log is read while placement lasts (once a poll), for two things it says.
+            log = "" if proc.placed else (work / f"nextpnr-s{s}.log").read_text(errors="replace")
             if not proc.fits_checked:
-                log = (work / f"nextpnr-s{s}.log").read_text(errors="replace")
                 if over := over_capacity(log):
                     for p, _ in running.values():
                         p.kill()
@@ -504,12 +505,11 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
                     raise SynthError(_too_big(design, params, device, over))
                 proc.fits_checked = ("analytic placement" in log or "Static placer" in log
                                      or proc.poll() is not None)
-            if proc.fits_checked and proc.placed_s is None:
+            if proc.fits_checked and not proc.placed:
                 # The static placer's log gives no time of its own: the clock the router
                 # starts (or a placement-only run ends) is the seed's placement time.
-                done = proc.poll() == 0 and not route
-                if done or "\nInfo: Routing" in (work / f"nextpnr-s{s}.log").read_text(errors="replace"):
-                    proc.placed_s = el
+                if (proc.poll() == 0 and not route) or "\nInfo: Routing" in log:
+                    proc.placed = True
                     (work / f"placed-s{s}.seconds").write_text(f"{el:.1f}\n")
                     if route:
                         say(f"nextpnr seed {s}: placed in {el:.0f} s, routing")
