@@ -174,8 +174,9 @@ class MmaWriteSignature(wiring.Signature):
 
 class StoreSignature(wiring.Signature):
     """store_matrix_sync: ``en`` asks for word ``word`` of line ``line`` of accumulator
-    ``frag`` of shape ``mnk`` (``col``-major, ``f16`` elements); ``data`` comes one clock later,
-    held until the next ``en``."""
+    ``frag`` of shape ``mnk`` (``col``-major, ``f16`` elements); ``data`` comes two clocks
+    later (the first registers each column's read address), held until two clocks after the
+    next ``en``.  One word a clock."""
 
     def __init__(self):
         super().__init__({"en": Out(1), "frag": Out(3), "mnk": Out(Shape), "col": Out(1),
@@ -539,16 +540,27 @@ class FragmentBank(wiring.Component):
                 return None
             return fn
 
+        # Each column's read address is registered a clock before the read: the entry select,
+        # from the caller's word through the shape translation, and its fan-out to the
+        # column's LUT RAM are then two clocks' paths, not one.
+        rd_en = Signal(name="st_rd_en")
+        m.d.sync += rd_en.eq(st.en)
         for p, rp in enumerate(ports):
             entry = Signal(4, name=f"st_col{p}_entry")
             _lookup(m, key, entry_of(p), lambda e, entry=entry: entry.eq(e))
-            m.d.comb += [rp.en.eq(st.en), rp.addr.eq(self._addr(kind, st.frag, entry))]
-        # The word assembled from the held column data: 16-bit chunks.
-        held = [Signal.like(v, name=f"st_held_{n}") for v, n in
-                ((scol, "col"), (st.f16, "f16"), (sline, "line"), (sword, "word"))]
-        with m.If(st.en):
-            m.d.sync += [h.eq(v) for h, (v, _) in zip(held, key)]
-        hkey = [(h, w) for h, (_, w) in zip(held, key)]
+            addr = Signal.like(rp.addr, name=f"st_col{p}_addr")
+            with m.If(st.en):
+                m.d.sync += addr.eq(self._addr(kind, st.frag, entry))
+            m.d.comb += [rp.en.eq(rd_en), rp.addr.eq(addr)]
+        # The word assembled from the held column data: 16-bit chunks, picked by the key of
+        # the read (registered with the address, then with the data).
+        hkey = key
+        for stage, en in (("req", st.en), ("held", rd_en)):
+            held = [Signal(w, name=f"st_{stage}_{n}")
+                    for (_, w), n in zip(key, ("col", "f16", "line", "word"))]
+            with m.If(en):
+                m.d.sync += [h.eq(v) for h, (v, _) in zip(held, hkey)]
+            hkey = [(h, w) for h, (_, w) in zip(held, key)]
         for chunk in range(WORD_BITS // 16):
             def src(col, f16, line, word, chunk=chunk):
                 if (col, f16) not in modes:

@@ -197,11 +197,22 @@ class TileLoader(wiring.Component):
             m.d.comb += [port.f16.eq(0), port.data.eq(dat)]
 
 
+class _Stored(data.Struct):
+    """A word of D read from the register file, queued for the shared write port."""
+    d: DWrite
+    last: 1                             # the tile's last word
+
+
 class TileStorer(wiring.Component):
     """Stores finished tiles (the ``job`` stream: accumulator and tile) to D on the ``d``
-    stream, one word per clock while it is ready (the shared write port taken); the register
-    file's read is one clock ahead of the write.  ``freed`` pulses (with ``acc``) when a
-    tile's last word is written."""
+    stream, one word per clock while it is ready (the shared write port taken).  The register
+    file's word comes two clocks after its read; it enters a queue of :attr:`DEPTH` words,
+    and a read is issued only while the queue has room for it and the words still in
+    flight, so that a stalled write port never loses one.  ``freed`` pulses (with ``acc``)
+    when a tile's last word is written."""
+
+    #: Words the queue holds: the two in flight and two more keep one word a clock.
+    DEPTH = 4
 
     def __init__(self):
         super().__init__({
@@ -215,42 +226,48 @@ class TileStorer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         cfg = self.cfg
+        m.submodules.queue = queue = fifo.SyncFIFOBuffered(width=_Stored.as_shape().size,
+                                                           depth=self.DEPTH)
         active = Signal()                     # words left to read
         line, word = Signal(4), Signal(2)
         row = Signal(ADDR_BITS)
-        vld, vaddr, vlast = Signal(), Signal(ADDR_BITS), Signal()     # the word the port holds
         wpl = Mux(cfg.acc_f16, 2, 4)            # D words per tile row
         d_stride = Mux(cfg.acc_f16, cfg.tiles_n.shift_left(1), cfg.tiles_n.shift_left(2))
         last = (line == 15) & (word == wpl - 1)
+        # The reads in flight: issued one and two clocks ago, with their address and last flag.
+        fly = [(Signal(name=f"fly{n}"), Signal(ADDR_BITS, name=f"fly{n}_addr"),
+                Signal(name=f"fly{n}_last")) for n in (1, 2)]
         # The tile's first address one clock after the job is taken (a registered product).
         prep, prod, col = Signal(), Signal(ADDR_BITS), Signal(ADDR_BITS)
         job = self.job.payload
-        m.d.comb += self.job.ready.eq(~active & ~vld & ~prep)
+        drained = ~active & ~prep & ~fly[0][0] & ~fly[1][0] & (queue.level == 0)
+        m.d.comb += self.job.ready.eq(drained)
         with m.If(self.job.valid & self.job.ready):
             m.d.sync += [prep.eq(1), self.acc.eq(job.acc), line.eq(0), word.eq(0),
                          prod.eq(job.ti.shift_left(4) * d_stride),
                          col.eq(Mux(cfg.acc_f16, job.tj.shift_left(1), job.tj.shift_left(2)))]
         with m.If(prep):
             m.d.sync += [prep.eq(0), active.eq(1), row.eq(cfg.d_base + prod + col)]
-        written = vld & self.d.ready
-        read = active & (~vld | written)
+        read = active & (queue.level + fly[0][0] + fly[1][0] < self.DEPTH)
         m.d.comb += [self.store.en.eq(read), self.store.frag.eq(self.acc), self.store.col.eq(0),
                      self.store.f16.eq(cfg.acc_f16), self.store.line.eq(line),
-                     self.store.word.eq(word),
-                     self.d.valid.eq(vld), self.d.payload.addr.eq(vaddr),
-                     self.d.payload.data.eq(self.store.data),
-                     self.busy.eq(active | vld | prep)]
+                     self.store.word.eq(word), self.busy.eq(~drained)]
+        m.d.sync += [fly[0][0].eq(read), fly[0][1].eq(row + word), fly[0][2].eq(last),
+                     fly[1][0].eq(fly[0][0]), fly[1][1].eq(fly[0][1]), fly[1][2].eq(fly[0][2])]
         with m.If(read):
-            m.d.sync += [vld.eq(1), vaddr.eq(row + word), vlast.eq(last)]
             with m.If(word == wpl - 1):
                 m.d.sync += [word.eq(0), line.eq(line + 1), row.eq(row + d_stride)]
             with m.Else():
                 m.d.sync += word.eq(word + 1)
             with m.If(last):
                 m.d.sync += active.eq(0)
-        with m.Elif(written):
-            m.d.sync += vld.eq(0)
-        m.d.comb += self.freed.eq(written & vlast)
+        into, out = Signal(_Stored), Signal(_Stored)
+        m.d.comb += [into.d.addr.eq(fly[1][1]), into.d.data.eq(self.store.data),
+                     into.last.eq(fly[1][2]),
+                     queue.w_en.eq(fly[1][0]), queue.w_data.eq(into), out.eq(queue.r_data),
+                     self.d.valid.eq(queue.r_rdy), self.d.payload.eq(out.d),
+                     queue.r_en.eq(self.d.ready),
+                     self.freed.eq(queue.r_rdy & self.d.ready & out.last)]
         return m
 
 

@@ -523,6 +523,11 @@ class MMA4(wiring.Component):
         for s in (1, 2):
             ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
         x3, aux3 = _reg(m, ent, "x3_ent"), _reg(m, aux, "x3_aux")
+        # C's exponent with the FP16 floor of a group's first pass, registered here beside the
+        # entry (which keeps C's own exponent for the alignment): the select comes from X2's
+        # control, so that no gate sits between a register and X4's sixteen compares.
+        floor = Mux(ctl.first & ctl.mode.acc_f16, self._f16_floor, 0)
+        c_floored = _reg(m, [_max(ent.c_pe[x], floor) for x in range(16)], "x3_cfl")
         ctl, v = _reg(m, ctl, "x3_ctl"), _valid(m, v, "x3_valid")
         wp = Signal(range(self.BEATS))
         if self._slices == 1:
@@ -532,7 +537,7 @@ class MMA4(wiring.Component):
             self._serialize(m, x3, v, sig_wr, wp)
 
         # X4..X6: the pass's reduction; the group's at X6, whose last pass pushes the group.
-        x6 = self._beat_reduce(m, x3, aux3, first=ctl.first, f16=ctl.mode.acc_f16)
+        x6 = self._beat_reduce(m, x3, aux3, c_floored)
         for s in range(4, self.EXP_STAGES):
             ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
         ent = Signal(self._group_layout)
@@ -694,15 +699,15 @@ class MMA4(wiring.Component):
         m.d.comb += pick.eq(self._b_row(meta, i, j, k, ub, uh))
         return pick
 
-    def _beat_reduce(self, m, ent, cls, *, first, f16):
-        """X4..X6: per output, the maximum over its 4 products and C (with the FP16 floor on
-        a group's first pass), two compares per level, and the specials OR-ed; returns the
-        X6 registers ``[(e, nan/+inf/-inf)]``."""
+    def _beat_reduce(self, m, ent, cls, c_floored):
+        """X4..X6: per output, the maximum over its 4 products and C (``c_floored``: C's
+        exponent with the FP16 floor on a group's first pass, as X3 registered it), two
+        compares per level, and the specials OR-ed; returns the X6 registers
+        ``[(e, nan/+inf/-inf)]``."""
         w = E_WIDTH
-        floor = Mux(first & f16, self._f16_floor, 0)
         pe = ent.pe
         x4 = _reg(m, [Cat(_max(pe[4 * x], pe[4 * x + 1]), _max(pe[4 * x + 2], pe[4 * x + 3]),
-                          _max(ent.c_pe[x], floor)) for x in range(16)], "x4_e")
+                          c_floored[x]) for x in range(16)], "x4_e")
         x4_sp = _reg(m, [Cat(*(cls[15 * x + 3 * t + f] for t in range(5))).any()
                          for x in range(16) for f in range(3)], "x4_sp")
         x5 = _reg(m, [Cat(_max(x4[x][0:w], x4[x][w:2 * w]), x4[x][2 * w:3 * w]) for x in range(16)],

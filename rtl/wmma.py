@@ -450,7 +450,7 @@ class WmmaSequencer(wiring.Component):
                          lw.data.eq(ld_data)]
             with m.If(ld_last):
                 m.d.sync += u.done.eq(1)
-        # Store: read the register file (data one clock later), write memory, a word a clock.
+        # Store: read the register file (data two clocks later), write memory, a word a clock.
         m.d.comb += [bank.store.frag.eq(u.frag), bank.store.col.eq(m_col), bank.store.mnk.eq(m_shape),
                      bank.store.f16.eq(m_f16), bank.store.line.eq(line), bank.store.word.eq(word)]
         self._store_phase(m, bank, u, st_active, cur_addr, last_beat, advance)
@@ -477,15 +477,17 @@ class WmmaSequencer(wiring.Component):
 
     def _store_phase(self, m, bank, u, st_active, cur_addr, last_beat, advance):
         """A store's clocks: the register file read at the walk's position, its data written
-        to memory one clock later at the address registered with the read."""
-        st_pending, st_addr, st_last = Signal(), Signal.like(self.mem_wr.addr), Signal()
-        m.d.sync += st_pending.eq(0)
+        to memory two clocks later at the address registered with the read."""
+        req, req_addr, req_last = Signal(), Signal.like(self.mem_wr.addr), Signal()
+        m.d.sync += req.eq(0)
         with m.If(st_active):
             m.d.comb += bank.store.en.eq(1)
-            m.d.sync += [st_pending.eq(1), st_addr.eq(cur_addr), st_last.eq(last_beat)]
+            m.d.sync += [req.eq(1), req_addr.eq(cur_addr), req_last.eq(last_beat)]
             advance()
             with m.If(last_beat):
                 m.d.sync += st_active.eq(0)
+        st_pending, st_addr, st_last = Signal(), Signal.like(self.mem_wr.addr), Signal()
+        m.d.sync += [st_pending.eq(req), st_addr.eq(req_addr), st_last.eq(req & req_last)]
         with m.If(st_pending):
             m.d.comb += [self.mem_wr.en.eq(1), self.mem_wr.addr.eq(st_addr),
                          self.mem_wr.data.eq(bank.store.data)]

@@ -16,8 +16,8 @@ reads, and then checks the register file against the golden fragment that
 * ``dual_port_loads``: A and B through ports 0 and 1 in the same clocks (as the GEMM top);
 * ``fill_and_writeback``: fill_fragment one entry per clock; D blocks written through
   ``mma_wr`` and stored against the golden store of the same matrix;
-* ``read_timing``: beat and store data come exactly one clock after an enabled address and
-  hold while the port is not enabled.
+* ``read_timing``: beat data come exactly one clock after an enabled address, store data
+  exactly two clocks after, and both hold while the port is not enabled.
 """
 
 from __future__ import annotations
@@ -92,22 +92,34 @@ class Bank:
         d.mma_rd__en.value = 0
         return out
 
+    def ask_store(self, frag, layout, f16, line, word):
+        d = self.dut
+        d.store__en.value = 1
+        d.store__frag.value = frag
+        d.store__mnk.value = 0
+        d.store__col.value = layout == "col_major"
+        d.store__f16.value = f16
+        d.store__line.value = line
+        d.store__word.value = word
+
     async def store(self, mem, frag, addr, ldm, layout, f16):
-        """store_matrix_sync through the store port into ``mem`` (a copy is returned)."""
+        """store_matrix_sync through the store port into ``mem`` (a copy is returned): a word
+        asked for every clock, each word's data read two clocks after it was asked for."""
         d = self.dut
         mem = mem.copy()
-        for line, word, waddr in words("accumulator", addr, ldm, f16):
-            d.store__en.value = 1
-            d.store__frag.value = frag
-            d.store__mnk.value = 0
-            d.store__col.value = layout == "col_major"
-            d.store__f16.value = f16
-            d.store__line.value = line
-            d.store__word.value = word
+        asked = []                              # byte addresses of the words in flight
+        for w in [*words("accumulator", addr, ldm, f16), None, None]:
+            if w is None:
+                d.store__en.value = 0
+            else:
+                self.ask_store(frag, layout, f16, w[0], w[1])
             await FallingEdge(d.clk)
-            mem[waddr:waddr + 16] = np.frombuffer(
-                d.store__data.value.to_unsigned().to_bytes(16, "little"), np.uint8)
-        d.store__en.value = 0
+            asked.append(None if w is None else w[2])
+            if len(asked) == 2:                 # the oldest word's data is on the port now
+                waddr = asked.pop(0)
+                if waddr is not None:
+                    mem[waddr:waddr + 16] = np.frombuffer(
+                        d.store__data.value.to_unsigned().to_bytes(16, "little"), np.uint8)
         return mem
 
 
@@ -264,7 +276,8 @@ async def fill_and_writeback(dut):
 
 @cocotb.test()
 async def read_timing(dut):
-    """Registered reads: data one clock after an enabled address, held while not enabled."""
+    """Registered reads: beat data one clock after an enabled address, store data two clocks after,
+    held while not enabled."""
     rng = np.random.default_rng(4)
     b = Bank(dut)
     await b.start()
@@ -287,3 +300,20 @@ async def read_timing(dut):
     await FallingEdge(dut.clk)
     assert beat_values(dut, "matrix_a") == block(3, 3)
     dut.mma_rd__en.value = 0
+    # Store: two words asked for on consecutive clocks; each comes exactly two clocks after
+    # its ask, and the second holds while the port is not asked.  An FP32 accumulator loaded
+    # row-major with ldm 16 stores (row-major, ldm 16) the loaded memory's own words.
+    await b.load(mem, 0, "accumulator", 0, 0, 16, "row_major")
+    asks = [(3, 1), (7, 2)]
+    want = [word_at(mem, line * 64 + 16 * word) for line, word in asks]
+    seen = []
+    for n in range(6):
+        if n < len(asks):
+            b.ask_store(0, "row_major", 0, *asks[n])
+        else:
+            dut.store__en.value = 0
+        await FallingEdge(dut.clk)
+        if n:                                   # after the first ask's clock: no data yet
+            seen.append(dut.store__data.value.to_unsigned())
+    assert seen == [want[0]] + [want[1]] * 4, (
+        "store data not exactly two clocks after its ask, or not held while the port is idle")
