@@ -541,7 +541,7 @@ class MMA4(wiring.Component):
         for s in range(4, self.EXP_STAGES):
             ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
         ent = Signal(self._group_layout)
-        self._group_reduce(m, ent, x6, v, ctl.first, ctl.mode)
+        self._group_reduce(m, ent, x6, v, ctl.last, ctl.mode)
         m.d.comb += [ent.mode.eq(ctl.mode), ent.n.eq(ctl.n)]
         gwp = Signal(range(self.GROUPS))
         m.d.comb += [grp_wr.addr.eq(gwp), grp_wr.data.eq(ent), grp_wr.en.eq(v & ctl.last)]
@@ -716,17 +716,19 @@ class MMA4(wiring.Component):
         x6 = _reg(m, [_max(x5[x][0:w], x5[x][w:2 * w]) for x in range(16)], "x6_e")
         return list(zip(x6, _reg(m, x5_sp, "x6_sp")))
 
-    def _group_reduce(self, m, ent, x6, valid, first, mode):
+    def _group_reduce(self, m, ent, x6, valid, last, mode):
         """The running maximum and specials over the group; ``ent`` (a :class:`GroupEntry`)
         gets E (fixed for INT8) and the special code including the pass now at X6."""
         int8 = mode.kind == InputKind.INT8
         for x, (e, sp) in enumerate(x6):
-            ge = Signal(E_WIDTH, name=f"grp_e{x}", reset_less=True)
-            gs = Signal(3, name=f"grp_sp{x}", reset_less=True)
-            e_new = _max(Mux(first, 0, ge), e)
-            s_new = Mux(first, 0, gs) | sp
+            # Cleared by the group's last pass (and by reset), so that a first pass finds them
+            # zero: no select on `first` sits between X6 and the group FIFO's write.
+            ge = Signal(E_WIDTH, name=f"grp_e{x}")
+            gs = Signal(3, name=f"grp_sp{x}")
+            e_new = _max(ge, e)
+            s_new = gs | sp
             with m.If(valid):
-                m.d.sync += [ge.eq(e_new), gs.eq(s_new)]
+                m.d.sync += [ge.eq(Mux(last, 0, e_new)), gs.eq(Mux(last, 0, s_new))]
             nan, pinf, ninf = s_new[0], s_new[1], s_new[2]
             m.d.comb += [ent.e[x].eq(Mux(int8, E_INT8, e_new)),
                          ent.special[x].eq(Mux(nan | (pinf & ninf), Special.NAN, Mux(
