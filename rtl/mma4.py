@@ -523,11 +523,7 @@ class MMA4(wiring.Component):
         for s in (1, 2):
             ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
         x3, aux3 = _reg(m, ent, "x3_ent"), _reg(m, aux, "x3_aux")
-        # C's exponent with the FP16 floor of a group's first pass, registered here beside the
-        # entry (which keeps C's own exponent for the alignment): the select comes from X2's
-        # control, so that no gate sits between a register and X4's sixteen compares.
-        floor = Mux(ctl.first & ctl.mode.acc_f16, self._f16_floor, 0)
-        c_floored = _reg(m, [_max(ent.c_pe[x], floor) for x in range(16)], "x3_cfl")
+        c_floored = self._floored_c(m, ent, ctl)
         ctl, v = _reg(m, ctl, "x3_ctl"), _valid(m, v, "x3_valid")
         wp = Signal(range(self.BEATS))
         if self._slices == 1:
@@ -698,6 +694,14 @@ class MMA4(wiring.Component):
         pick = Signal(Operand)
         m.d.comb += pick.eq(self._b_row(meta, i, j, k, ub, uh))
         return pick
+
+    def _floored_c(self, m, ent, ctl):
+        """X3: each C's exponent with the FP16 floor of a group's first pass, registered
+        beside the entry (which keeps C's own exponent, for the alignment).  The select comes
+        from X2's control, so that no gate sits between a register and X4's sixteen
+        compares."""
+        floor = Mux(ctl.first & ctl.mode.acc_f16, self._f16_floor, 0)
+        return _reg(m, [_max(ent.c_pe[x], floor) for x in range(16)], "x3_cfl")
 
     def _beat_reduce(self, m, ent, cls, c_floored):
         """X4..X6: per output, the maximum over its 4 products and C (``c_floored``: C's

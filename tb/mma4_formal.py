@@ -79,12 +79,15 @@ class MMA4Control(MMA4):
         m.d.comb += ent.tag.eq(tag)
         return ent, tag
 
-    def _beat_reduce(self, m, ent, tag, *, first, f16):
+    def _floored_c(self, m, ent, ctl):
+        return None
+
+    def _beat_reduce(self, m, ent, tag, c_floored):
         for s in range(4, self.EXP_STAGES):
             tag = self._delay(m, tag, f"x{s}_tag")
         return tag
 
-    def _group_reduce(self, m, ent, tag, valid, first, mode):
+    def _group_reduce(self, m, ent, tag, valid, last, mode):
         m.d.comb += ent.tag.eq(tag)
 
     def _significands(self, m, v1, ctl1, grp, ent, out_wr):
