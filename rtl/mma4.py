@@ -996,24 +996,20 @@ class MMA4(wiring.Component):
         # word count was the routed critical path): a read is issued while o, the RAM's output
         # and the skid register ``skid`` are not all full, and a word the RAM still holds when
         # the next one comes moves into the skid.  One word a clock leaves while o.ready stays
-        # high; words leave in order (the skid's before the RAM's).  Whether all three are full
-        # is a register of its own (``full``, from their next states): o.valid, which also
-        # goes out to the user, was the routed critical path into the word count.
+        # high; words leave in order (the skid's before the RAM's).
         count = Signal(range(-1, self.OUTPUTS), init=-1)  # written and not yet read out, - 1
         orp = Signal(range(self.OUTPUTS))
         held = Signal()                                    # the RAM's output is a word for o
         skid = Signal.like(self.o.payload, reset_less=True)
-        skid_valid, full = Signal(), Signal()
-        fetch = ~count[-1] & ~full
+        skid_valid = Signal()
+        fetch = ~count[-1] & ~(held & skid_valid & self.o.valid)
         free = ~self.o.valid | self.o.ready                # o takes a word this clock
         from_ram = free & ~skid_valid & held
         to_skid = held & fetch & ~from_ram                 # the RAM's word, about to be replaced
-        held_n = fetch | (held & ~from_ram & ~to_skid)
-        skid_n = to_skid | (skid_valid & ~free)
-        o_valid_n = Mux(free, skid_valid | held, self.o.valid)
         m.d.comb += [out_rd.addr.eq(orp), out_rd.en.eq(fetch), pop.eq(self.o.valid & self.o.ready)]
         m.d.sync += [count.eq(_step(count, pushed, fetch)), orp.eq(Mux(fetch, orp + 1, orp)),
-                     held.eq(held_n), skid_valid.eq(skid_n), full.eq(held_n & skid_n & o_valid_n)]
+                     held.eq(fetch | (held & ~from_ram & ~to_skid)),
+                     skid_valid.eq(to_skid | (skid_valid & ~free))]
         with m.If(to_skid):
             m.d.sync += skid.eq(out_rd.data)
         with m.If(free):
