@@ -235,12 +235,12 @@ class TileStorer(wiring.Component):
         d_stride = Mux(cfg.acc_f16, cfg.tiles_n.shift_left(1), cfg.tiles_n.shift_left(2))
         last = (line == 15) & (word == wpl - 1)
         # The reads in flight: issued one and two clocks ago, with their address and last flag.
-        fly = [(Signal(name=f"fly{n}"), Signal(ADDR_BITS, name=f"fly{n}_addr"),
-                Signal(name=f"fly{n}_last")) for n in (1, 2)]
+        fly1, fly1_addr, fly1_last = Signal(), Signal(ADDR_BITS), Signal()
+        fly2, fly2_addr, fly2_last = Signal(), Signal(ADDR_BITS), Signal()
         # The tile's first address one clock after the job is taken (a registered product).
         prep, prod, col = Signal(), Signal(ADDR_BITS), Signal(ADDR_BITS)
         job = self.job.payload
-        drained = ~active & ~prep & ~fly[0][0] & ~fly[1][0] & (queue.level == 0)
+        drained = ~active & ~prep & ~fly1 & ~fly2 & (queue.level == 0)
         m.d.comb += self.job.ready.eq(drained)
         with m.If(self.job.valid & self.job.ready):
             m.d.sync += [prep.eq(1), self.acc.eq(job.acc), line.eq(0), word.eq(0),
@@ -248,12 +248,12 @@ class TileStorer(wiring.Component):
                          col.eq(Mux(cfg.acc_f16, job.tj.shift_left(1), job.tj.shift_left(2)))]
         with m.If(prep):
             m.d.sync += [prep.eq(0), active.eq(1), row.eq(cfg.d_base + prod + col)]
-        read = active & (queue.level + fly[0][0] + fly[1][0] < self.DEPTH)
+        read = active & (queue.level + fly1 + fly2 < self.DEPTH)
         m.d.comb += [self.store.en.eq(read), self.store.frag.eq(self.acc), self.store.col.eq(0),
                      self.store.f16.eq(cfg.acc_f16), self.store.line.eq(line),
                      self.store.word.eq(word), self.busy.eq(~drained)]
-        m.d.sync += [fly[0][0].eq(read), fly[0][1].eq(row + word), fly[0][2].eq(last),
-                     fly[1][0].eq(fly[0][0]), fly[1][1].eq(fly[0][1]), fly[1][2].eq(fly[0][2])]
+        m.d.sync += [fly1.eq(read), fly1_addr.eq(row + word), fly1_last.eq(last),
+                     fly2.eq(fly1), fly2_addr.eq(fly1_addr), fly2_last.eq(fly1_last)]
         with m.If(read):
             with m.If(word == wpl - 1):
                 m.d.sync += [word.eq(0), line.eq(line + 1), row.eq(row + d_stride)]
@@ -262,9 +262,9 @@ class TileStorer(wiring.Component):
             with m.If(last):
                 m.d.sync += active.eq(0)
         into, out = Signal(_Stored), Signal(_Stored)
-        m.d.comb += [into.d.addr.eq(fly[1][1]), into.d.data.eq(self.store.data),
-                     into.last.eq(fly[1][2]),
-                     queue.w_en.eq(fly[1][0]), queue.w_data.eq(into), out.eq(queue.r_data),
+        m.d.comb += [into.d.addr.eq(fly2_addr), into.d.data.eq(self.store.data),
+                     into.last.eq(fly2_last),
+                     queue.w_en.eq(fly2), queue.w_data.eq(into), out.eq(queue.r_data),
                      self.d.valid.eq(queue.r_rdy), self.d.payload.eq(out.d),
                      queue.r_en.eq(self.d.ready),
                      self.freed.eq(queue.r_rdy & self.d.ready & out.last)]
