@@ -334,15 +334,18 @@ class MMA4(wiring.Component):
     gathered into a whole D before the output FIFO.  The bits are the same for every ``lanes``.
 
     Nothing in the significand lane stalls: a group is started only when the output FIFO has a
-    place for its result, so backpressure on ``o`` holds beats in the FIFOs, and ``i.ready``
-    falls only when 16 groups wait (and on the first clock of an 8-bit beat).  Datapath
-    registers have no reset; valid bits, pointers and counters do.
+    place for its result, so backpressure on ``o`` holds beats in the FIFOs.  ``i.ready``
+    comes from registered state only (not from ``i.valid`` or the payload): it falls when 16
+    groups wait, and while an accepted 8-bit beat's second pass waits to enter (the beat is
+    taken at its first pass and held).  Datapath registers have no reset; valid bits,
+    pointers and counters do.
 
     Latency (:meth:`latency_of`): with no stalls D leaves :attr:`LATENCY` = 26 clocks after the
     cycle its group's last beat was accepted, plus one per further slice of the group: with
-    64 lanes +0 single-beat and +3 fused for the 16-bit kinds and TF32, +1 single-beat and +7
+    64 lanes +0 single-beat and +3 fused for the 16-bit kinds and TF32, +2 single-beat and +8
     fused for the 8-bit kinds (a group's passes cross the multipliers after its last beat has
-    arrived); ``64 // lanes`` times as many slices with fewer lanes.
+    arrived, and an 8-bit beat is accepted at its first pass); ``64 // lanes`` times as many
+    slices with fewer lanes.
 
     Parameters
     ----------
@@ -363,6 +366,12 @@ class MMA4(wiring.Component):
         ignored and a sparse beat is computed as a dense one: do not send any.  A 64-lane
         core keeps B once per element in its significand FIFO either way
         (:func:`column_entry`), with the select its rows 0..7 and the metadata.
+    skid : bool
+        Read the output FIFO from registered state only, with a skid register beside ``o``
+        (the default: ``o.ready`` into the FIFO's word count was the 64-lane core's routed
+        critical path).  Without it (a nearly full part: the skid is 514 flip-flops) ``o``
+        is refilled from the RAM in the clock it is taken.  Bits, latency and rates are the
+        same.
 
     Members
     -------
@@ -393,14 +402,14 @@ class MMA4(wiring.Component):
     _beat_layout, _group_layout, _word_layout = BeatEntry, GroupEntry, DTile
 
     def __init__(self, *, dsp: str = "generic", arch: str = "hopper", lanes: int = 64,
-                 sparse: bool = True):
+                 sparse: bool = True, skid: bool = True):
         if dsp not in ("generic", "ecp5"):
             raise ValueError(f"dsp must be 'generic' or 'ecp5', not {dsp!r}")
         if arch not in ARCHS:
             raise ValueError(f"arch must be one of {', '.join(ARCHS)}, not {arch!r}")
         if lanes not in LANES:
             raise ValueError(f"lanes must be one of {', '.join(map(str, LANES))}, not {lanes!r}")
-        self._dsp, self._lanes, self._sparse = dsp, lanes, bool(sparse)
+        self._dsp, self._lanes, self._sparse, self._skid = dsp, lanes, bool(sparse), bool(skid)
         self._slices = 64 // lanes                        # clocks a pass takes
         self._outs = lanes // 4                           # outputs (D elements) per slice
         if self._slices > 1:    # the FIFO keeps slices (one BeatEntry's worth of rows each)
@@ -440,10 +449,12 @@ class MMA4(wiring.Component):
     @classmethod
     def latency_of(cls, kind: InputKind = InputKind.FP16, beats: int = 1, lanes: int = 64) -> int:
         """Clocks from the acceptance of a group's last beat to its D on ``o`` (no stalls):
-        :attr:`LATENCY` plus one per slice of the group after its first."""
+        :attr:`LATENCY` plus one per slice of the group after its first, plus, for the 8-bit
+        kinds, the slices of the last beat's second pass (a beat is accepted at its first)."""
         if not 1 <= beats <= MAX_BEATS:
             raise ValueError(f"a group has 1 to {MAX_BEATS} beats, not {beats}")
-        return cls.LATENCY + beats * cls.beat_clocks(kind, lanes) - 1
+        clocks = cls.beat_clocks(kind, lanes)
+        return cls.LATENCY + beats * clocks - 1 + clocks - 64 // lanes
 
     @staticmethod
     def kdepth(kind) -> int:
@@ -488,27 +499,35 @@ class MMA4(wiring.Component):
         half = two & widx[0]                    # the beat's second pass
         beat_end = ~two | half                  # this pass ends the beat
         beat_no = Mux(two, widx[1:], widx)      # beats of the group before this one
+        # X0, the pass as accepted, raw: the input port feeds flip-flops only.  ``hold``: X0
+        # keeps an accepted 8-bit beat for its second pass (``first`` is then low, so the
+        # mode is the group's; only the beat's own ``last`` is read back from X0).
+        hold = Signal()
+        x0 = Signal.like(beat, name="x0_beat", reset_less=True)
+        with m.If(~hold):
+            m.d.sync += x0.eq(beat)
         # A group of a 16-bit kind ends after the generation's block; the others after 4 beats.
         cap = Mux(wide, self._max_beats - 1, MAX_BEATS - 1)
-        last = beat_end & (beat.last | (beat_no == cap))
+        last = beat_end & (Mux(hold, x0.last, beat.last) | (beat_no == cap))
         space = ~first | (groups < self.GROUPS)
+        # ``i.ready`` comes from registered state only (never from the payload or
+        # ``i.valid``: it paced the tops' feeders through the kind's decode, their routed
+        # critical path).  An 8-bit beat is therefore accepted at its first pass, and X0 keeps
+        # it (``hold``) for its second while the port is not ready.
         if self._slices > 1:    # a pass every `slices` clocks: the significand lane's rate
             gap = Signal(range(self._slices))   # clocks until the next pass may enter
             space &= gap == 0
-            m.d.sync += gap.eq(Mux(self.i.valid & space, self._slices - 1,
-                                   Mux(gap == 0, 0, gap - 1)))
-        # While valid is low, ready says only whether a group may start (the payload, which
-        # says whether a pass ends its beat, means nothing then).
-        m.d.comb += self.i.ready.eq(space & (beat_end | ~self.i.valid))
-        take = self.i.valid & space             # a pass enters X0
+        take = (self.i.valid | hold) & space    # a pass enters X0
+        if self._slices > 1:
+            m.d.sync += gap.eq(Mux(take, self._slices - 1, Mux(gap == 0, 0, gap - 1)))
+        m.d.comb += self.i.ready.eq(space & ~hold)
         with m.If(take):
-            m.d.sync += [widx.eq(Mux(last, 0, widx + 1)), first.eq(last)]
+            m.d.sync += [widx.eq(Mux(last, 0, widx + 1)), first.eq(last), hold.eq(~beat_end)]
             with m.If(first):
                 m.d.sync += [g_mode.eq(beat.mode), g_two.eq(b_two), g_wide.eq(b_wide)]
         m.d.sync += groups.eq(_step(groups, take & first, started))
 
-        # X0: the pass as accepted, raw, with its control: the input port feeds flip-flops
-        # only, and the unpackers' selects come from registers, not from the mode mux.
+        # X0's control: the unpackers' selects come from registers, not from the mode mux.
         xc = Signal(XCtl)
         m.d.comb += [xc.first.eq(first), xc.last.eq(last), xc.mode.eq(mode), xc.n.eq(widx)]
         sel = Signal(Sel)
@@ -516,7 +535,7 @@ class MMA4(wiring.Component):
         m.d.comb += [sel.w16.eq(~tf32 & ~two), sel.w32.eq(tf32), sel.lo8.eq(two & ~half),
                      sel.hi8.eq(half), sel.a.eq(format_select(mode.kind, mode.a_alt)),
                      sel.b.eq(format_select(mode.kind, mode.b_alt))]
-        x0, ctl, v = _reg(m, beat, "x0_beat"), _reg(m, xc, "x0_ctl"), _valid(m, take, "x0_valid")
+        ctl, v = _reg(m, xc, "x0_ctl"), _valid(m, take, "x0_valid")
         # X1, X2 (the operands' fields, then the operands: inside _beat_unpack) and X3: the
         # pass as the significand FIFO keeps it (written from this register).
         ent, aux = self._beat_unpack(m, x0, sel, ctl.first, ctl.mode)
@@ -1000,13 +1019,25 @@ class MMA4(wiring.Component):
         count = Signal(range(-1, self.OUTPUTS), init=-1)  # written and not yet read out, - 1
         orp = Signal(range(self.OUTPUTS))
         held = Signal()                                    # the RAM's output is a word for o
+        m.d.comb += [out_rd.addr.eq(orp), pop.eq(self.o.valid & self.o.ready)]
+        if not self._skid:                  # o refilled in the clock it is taken
+            take = held & (~self.o.valid | self.o.ready)
+            fetch = ~count[-1] & (~held | take)
+            m.d.comb += out_rd.en.eq(fetch)
+            m.d.sync += [count.eq(_step(count, pushed, fetch)), orp.eq(Mux(fetch, orp + 1, orp)),
+                         held.eq(fetch | (held & ~take))]
+            with m.If(take):
+                m.d.sync += [self.o.valid.eq(1), self.o.payload.eq(out_rd.data)]
+            with m.Elif(self.o.ready):
+                m.d.sync += self.o.valid.eq(0)
+            return
         skid = Signal.like(self.o.payload, reset_less=True)
         skid_valid = Signal()
         fetch = ~count[-1] & ~(held & skid_valid & self.o.valid)
         free = ~self.o.valid | self.o.ready                # o takes a word this clock
         from_ram = free & ~skid_valid & held
         to_skid = held & fetch & ~from_ram                 # the RAM's word, about to be replaced
-        m.d.comb += [out_rd.addr.eq(orp), out_rd.en.eq(fetch), pop.eq(self.o.valid & self.o.ready)]
+        m.d.comb += out_rd.en.eq(fetch)
         m.d.sync += [count.eq(_step(count, pushed, fetch)), orp.eq(Mux(fetch, orp + 1, orp)),
                      held.eq(fetch | (held & ~from_ram & ~to_skid)),
                      skid_valid.eq(to_skid | (skid_valid & ~free))]

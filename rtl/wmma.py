@@ -184,12 +184,11 @@ class WmmaSequencer(wiring.Component):
 
     @staticmethod
     def mma_cycles_of(kind=InputKind.FP16, lanes: int = 64) -> int:
-        """Clocks from an mma_sync's issue to its response, with no stalls: 64 beats of
-        ``MMA4.beat_clocks(kind, lanes)`` (two clocks each for the 8-bit kinds, ``64 // lanes``
-        times as many on a core of fewer lanes), the core's fused-mode latency after the last
-        beat, and one clock to respond."""
-        bc = MMA4.beat_clocks(kind, lanes)
-        return 63 * bc + MMA4.beat_clocks(kind) + MMA4.latency_of(kind, 4, lanes) + 1
+        """Clocks from an mma_sync's issue to its response, with no stalls: one clock to read
+        beat 0, 63 beats of ``MMA4.beat_clocks(kind, lanes)`` (two clocks each for the 8-bit
+        kinds, ``64 // lanes`` times as many on a core of fewer lanes) before the last is
+        accepted, the core's fused-mode latency after it, and one clock to respond."""
+        return 1 + 63 * MMA4.beat_clocks(kind, lanes) + MMA4.latency_of(kind, 4, lanes) + 1
 
     def elaborate(self, platform):
         m = Module()

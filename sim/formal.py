@@ -128,6 +128,11 @@ def _mma4():
     return harness()
 
 
+def _mma4_noskid():
+    from tb.mma4_formal import harness
+    return harness(skid=False)
+
+
 def _mma4_depth():
     from tb.mma4_formal import DEPTH
     return DEPTH
@@ -138,6 +143,7 @@ PROOFS = {
     "axil": (_axil, 24, "bmc"),
     "axi-master": (_axi_master, 20, "bmc"),
     "mma4": (_mma4, _mma4_depth(), "bmc"),
+    "mma4-noskid": (_mma4_noskid, _mma4_depth(), "bmc"),   # the core built with skid=False
 }
 
 

@@ -65,13 +65,13 @@ class MMA4Control(MMA4):
 
     _beat_layout, _group_layout, _word_layout = _Beat, _Group, 2 * TAG
 
-    def __init__(self, *, groups=None, outputs=None, glitch=False):
+    def __init__(self, *, groups=None, outputs=None, glitch=False, skid=True):
         self._glitch = glitch
         if groups is not None:
             self.GROUPS, self.BEATS = groups, groups * MAX_PASSES
         if outputs is not None:
             self.OUTPUTS = outputs
-        super().__init__()
+        super().__init__(skid=skid)
 
     def _beat_unpack(self, m, beat, sel, first, mode):
         ent = Signal(_Beat)
@@ -118,8 +118,8 @@ class StreamCheck(wiring.Component):
 
     ``watch`` picks (and holds) which group the order check follows."""
 
-    def __init__(self, *, groups=None, outputs=None, glitch=False):
-        self.dut = MMA4Control(groups=groups, outputs=outputs, glitch=glitch)
+    def __init__(self, *, groups=None, outputs=None, glitch=False, skid=True):
+        self.dut = MMA4Control(groups=groups, outputs=outputs, glitch=glitch, skid=skid)
         super().__init__({
             "i_valid": In(1), "i_last": In(1), "i_kind": In(3), "i_f16": In(1),
             "o_ready": In(1), "watch": In(COUNT),
@@ -178,7 +178,8 @@ class StreamCheck(wiring.Component):
         return m
 
 
-def harness(*, glitch: bool = False) -> "StreamCheck":
+def harness(*, glitch: bool = False, skid: bool = True) -> "StreamCheck":
     """The proof's harness (2 groups, 4 credits); ``glitch`` breaks the output's hold rule
-    (``o.valid`` falls a clock after it rose, ready or not) to show that the check bites."""
-    return StreamCheck(groups=2, outputs=4, glitch=glitch)
+    (``o.valid`` falls a clock after it rose, ready or not) to show that the check bites;
+    ``skid`` as the core's build parameter (the output FIFO read with or without it)."""
+    return StreamCheck(groups=2, outputs=4, glitch=glitch, skid=skid)

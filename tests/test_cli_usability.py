@@ -2,6 +2,7 @@
 clear one-line error (exit 2) for each request the tool cannot serve."""
 
 import json
+import re
 
 import ml_dtypes
 import numpy as np
@@ -164,7 +165,21 @@ def test_verilog_takes_design_parameters_and_documents_ports(tmp_path, capsys):
     (["--design", "mma4", "--cores", "2"], "has no --cores parameter"),
     (["--design", "gemm", "--mem-kib", "48"], "power of two"),
     (["--design", "mma4", "--mem-kib", "64"], "has no --mem-kib parameter"),
+    (["--design", "gemm", "--no-skid"], "--no-skid is for --design mma4"),
 ])
 def test_verilog_refuses_parameters_a_design_does_not_take(argv, msg, tmp_path, capsys):
     code, out, err = cli(capsys, "verilog", "-o", tmp_path / "v", *argv)
     assert code == 2 and msg in err and not (tmp_path / "v").exists()
+
+
+def test_verilog_no_skid_leaves_the_output_skid_register_out(tmp_path, capsys):
+    """--no-skid builds the core without the 514-bit skid register beside o (the 16-lane
+    ECP5-25F build): its Verilog has no ``skid`` register, the default's has."""
+    code, out, _ = cli(capsys, "verilog", "-o", tmp_path / "a", "--design", "mma4", "--lanes", "16",
+                       "--dense-only")
+    assert code == 0
+    code, out, _ = cli(capsys, "verilog", "-o", tmp_path / "b", "--design", "mma4", "--lanes", "16",
+                       "--dense-only", "--no-skid")
+    assert code == 0 and "skid=False" in (tmp_path / "b" / "mma4.v").read_text()
+    assert re.search(r"reg \[\d+:0\] skid\b", (tmp_path / "a" / "mma4.v").read_text())
+    assert not re.search(r"\bskid\b", (tmp_path / "b" / "mma4.v").read_text().replace("skid=False", ""))

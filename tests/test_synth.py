@@ -195,6 +195,9 @@ def test_over_capacity_reads_the_utilisation_table():
     msg = _too_big("mma4", {"lanes": 16}, "ecp5-25k", over_capacity(_TOO_BIG_LOG))
     assert "25,964 logic cells (LUT4 and carry halves) of 24,288" in msg and "--dense-only" in msg
     assert "--dense-only" not in _too_big("mma4", {"sparse": False}, "ecp5-25k", [("DP16KD", 60, 56)])
+    assert "--no-skid" in msg
+    assert "--no-skid" not in _too_big("mma4", {"skid": False}, "ecp5-25k", [("DP16KD", 60, 56)])
+    assert "--no-skid" not in _too_big("gemm", {}, "ecp5-25k", [("DP16KD", 60, 56)])
 
 
 def test_placement_full_names_what_left_no_room():

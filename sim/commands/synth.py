@@ -19,6 +19,10 @@ def add_arguments(parser):
     parser.add_argument("--dense-only", action="store_true",
                         help="mma4: the core without its 2:4 sparse select network (smaller: the "
                              "16-lane core on the ECP5-25F needs it; sparse beats then unsupported)")
+    parser.add_argument("--no-skid", action="store_true",
+                        help="mma4: the core without the skid register beside its output (514 "
+                             "fewer flip-flops at 16 lanes, for the ECP5-25F; o.ready then reaches "
+                             "the output FIFO's read; same bits and rates)")
     parser.add_argument("--freq", type=float, default=100.0, help="target clock for placement, MHz")
     parser.add_argument("--json", action="store_true", help="last line: one JSON object")
     parser.add_argument("--fresh", action="store_true",
@@ -58,6 +62,10 @@ def run(args) -> int:
             raise CliError("--dense-only is for --design mma4 (the other tops tie the core's sparse "
                            "inputs off)")
         params["sparse"] = False
+    if args.no_skid:
+        if args.design != "mma4":
+            raise CliError("--no-skid is for --design mma4 (the tops keep the core's skid)")
+        params["skid"] = False
     try:
         r = synth(args.design, device=args.device, params=params, freq_mhz=args.freq,
                   progress=lambda line: print(f"  {line}", file=sys.stderr, flush=True),
