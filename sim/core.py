@@ -137,4 +137,7 @@ def bench_options(through: str, params: dict | None = None) -> dict:
     if through == "core":
         # The bench adds the clocks of a group's further slices itself, from ``lanes``.
         return {"latency": MMA4.LATENCY, "lanes": params.get("lanes", 64)}
-    return {"mma_cycles": WmmaSequencer.mma_cycles_of(lanes=params.get("lanes", 64))}
+    from rtl.formats import InputKind
+    lanes = params.get("lanes", 64)
+    return {"mma_cycles": WmmaSequencer.mma_cycles_of(lanes=lanes),
+            "mma_cycles_fp8": WmmaSequencer.mma_cycles_of(InputKind.FP8, lanes)}

@@ -398,6 +398,17 @@ async def back_to_back(dut):
                   f"K=64 tile program: {program} clocks")
     if mma_cycles >= 0:
         assert one == mma_cycles, f"mma_sync took {one} clocks, documented {mma_cycles}"
+    # An FP8 mma_sync (two passes a beat, the beat accepted at its first): issue -> response.
+    mma_cycles_fp8 = int(handover().option("mma_cycles_fp8", -1))
+    await w.run([cmd_word(op=Op.LOAD, kind=0, frag=0, addr=0, ldm=32, fmt=3, tag=5),
+                 cmd_word(op=Op.LOAD, kind=1, frag=1, addr=0, ldm=32, fmt=3, col_major=1, tag=6),
+                 cmd_word(op=Op.FILL, kind=2, frag=0, value=0, tag=7)])
+    start = w.cycle
+    r = await w.run([cmd_word(op=Op.MMA, frag=0, fa=0, fb=1, fc=0, fmt=3, tag=8)])
+    one_fp8 = r[0][0] - start
+    dut._log.info(f"clocks per FP8 mma_sync (issue to response): {one_fp8}")
+    if mma_cycles_fp8 >= 0:
+        assert one_fp8 == mma_cycles_fp8, f"FP8 mma_sync took {one_fp8} clocks, documented {mma_cycles_fp8}"
     # Overlap: the loads of step s+1 run during mma s, so the K=64 tile program (a C load of
     # 64 words, 8 loads of 32 words, 4 mma, a store of 64 words) beats running them in series.
     # Three of the four A/B load pairs (64 clocks each) can hide under an mma_sync: demand

@@ -139,8 +139,10 @@ def test_lowprec_silicon_through_wmma(sim):
 @pytest.mark.parametrize("lanes", [16])
 def test_wmma_bench_with_fewer_lanes(lanes):
     """The warp with a 16-lane core: layouts, other shapes, and mma_sync taking exactly
-    WmmaSequencer.mma_cycles_of(lanes=16) clocks (295 for FP16, against 94 with 64 lanes)."""
+    WmmaSequencer.mma_cycles_of(lanes=16) clocks (295 for FP16, against 94 with 64 lanes;
+    567 for FP8, against 162)."""
     params = {**PATHS["wmma"][2], "lanes": lanes}
     assert bench_options("wmma", params)["mma_cycles"] == 295
+    assert bench_options("wmma", params)["mma_cycles_fp8"] == 567
     run_bench("verilator", "wmma", "tb.wmma_bench", ["back_to_back", "layouts_and_ldm", "other_shapes"],
               params=params, options=bench_options("wmma", params), quiet=True)
