@@ -543,13 +543,13 @@ class MMA4(wiring.Component):
             ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
         x3, aux3 = _reg(m, ent, "x3_ent"), _reg(m, aux, "x3_aux")
         c_floored = self._floored_c(m, ent, ctl)
-        ctl, v = _reg(m, ctl, "x3_ctl"), _valid(m, v, "x3_valid")
         wp = Signal(range(self.BEATS))
+        if self._slices > 1:    # from X2 into a register of its own (X3 then keeps only pe)
+            self._serialize(m, ent, v, sig_wr, wp)
+        ctl, v = _reg(m, ctl, "x3_ctl"), _valid(m, v, "x3_valid")
         if self._slices == 1:
             m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(x3), sig_wr.en.eq(v)]
             m.d.sync += wp.eq(Mux(v, wp + 1, wp))
-        else:
-            self._serialize(m, x3, v, sig_wr, wp)
 
         # X4..X6: the pass's reduction; the group's at X6, whose last pass pushes the group.
         x6 = self._beat_reduce(m, x3, aux3, c_floored)
@@ -563,31 +563,23 @@ class MMA4(wiring.Component):
         m.d.sync += gwp.eq(Mux(v & ctl.last, gwp + 1, gwp))
         return v & ctl.last             # a group entry written
 
-    def _serialize(self, m, x3, v, sig_wr, wp):
-        """Write the X3 pass into the significand FIFO as ``slices`` entries on consecutive
-        clocks (a pass comes every ``slices`` clocks): the first slice straight from X3, the
-        others from a register that holds the rest of the pass, rotated down a slice a clock.
-        The FIFO is then as deep as ``slices`` passes and a ``slices``-th as wide, in the
-        same block RAMs as one pass a row would be: block RAMs are 36 bits wide at most, and
-        a pass is ~1,500 bits."""
-        rest = Signal(range(self._slices))          # slices of the held pass still to write
-        held = self._rotator(m, x3, v, "x3_held")
-        src = Mux(v, x3.as_value(), held.as_value())
+    def _serialize(self, m, ent, v, sig_wr, wp):
+        """Write the X2 pass ``ent`` into the significand FIFO as ``slices`` entries on
+        consecutive clocks from X3 on (a pass comes every ``slices`` clocks): the pass is
+        loaded into a register (``x3_held``, the X3 register of its significands) whose rows
+        rotate down a slice a clock, and its first slice is written.  The FIFO is then as
+        deep as ``slices`` passes and a ``slices``-th as wide, in the same block RAMs as one
+        pass a row would be: block RAMs are 36 bits wide at most, and a pass is ~1,500 bits."""
+        rest = Signal(range(self._slices + 1))      # slices of the held pass still to write
+        held = Signal(ent.shape(), name="x3_held", reset_less=True)
+        m.d.sync += held.eq(Mux(v, ent.as_value(), self._rotated(held)))
         layout = data.Layout.cast(self._beat_layout)
-        parts = []                                  # slice 0 of src in the slice layout
+        parts = []                                  # slice 0 of the held pass, slice layout
         for name, field in data.Layout.cast(BeatEntry):
-            parts.append(src[field.offset:field.offset + layout[name].width])
-        en = v | (rest != 0)
+            parts.append(held.as_value()[field.offset:field.offset + layout[name].width])
+        en = rest != 0
         m.d.comb += [sig_wr.addr.eq(wp), sig_wr.data.eq(Cat(*parts)), sig_wr.en.eq(en)]
-        m.d.sync += [wp.eq(Mux(en, wp + 1, wp)), rest.eq(Mux(v, self._slices - 1, Mux(rest == 0, 0, rest - 1)))]
-
-    def _rotator(self, m, value, load, name):
-        """A register of ``value``'s layout: where ``load``, ``value`` with its rows rotated
-        down by one slice (:meth:`_rotated`), else itself so rotated: its first rows are then
-        the next slice's."""
-        reg = Signal(value.shape(), name=name, reset_less=True)
-        m.d.sync += reg.eq(Mux(load, self._rotated(value), self._rotated(reg)))
-        return reg
+        m.d.sync += [wp.eq(Mux(en, wp + 1, wp)), rest.eq(Mux(v, self._slices, Mux(en, rest - 1, 0)))]
 
     def _rotated(self, value, fields=ROW_FIELDS):
         """``value`` with its ``fields`` (arrays over rows of D, row-major) rotated down by one
