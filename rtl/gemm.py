@@ -478,7 +478,6 @@ class GemmTop(wiring.Component):
         writer_busy = self.host_we
         cfg = Signal(GemmConfig)
         run = Signal()
-        total = Signal(2 * TILE_BITS)
 
         m.submodules.dispenser = disp = TileDispenser(ports=self._cores, tile_bits=TILE_BITS)
         m.d.comb += [disp.start.eq(self.start & ~run), disp.tiles_m.eq(self.cfg.tiles_m),
@@ -487,7 +486,6 @@ class GemmTop(wiring.Component):
         beats_now = Signal(range(self._cores + 1))
         with m.If(self.start & ~run):
             m.d.sync += [run.eq(1), cfg.eq(self.cfg),
-                         total.eq(self.cfg.tiles_m * self.cfg.tiles_n),
                          self.tiles_done.eq(0), self.cycles.eq(0), self.beats.eq(0), self.done.eq(0)]
         for w, warp in enumerate(self.warps):
             m.submodules[f"warp{w}"] = warp
@@ -505,11 +503,20 @@ class GemmTop(wiring.Component):
             wiring.connect(m, warp.claim, disp.claims[w])
         m.d.comb += [stored_now.eq(sum(w.stored for w in self.warps)),
                      beats_now.eq(sum(w.beats for w in self.warps))]
-        finished = Signal()
-        m.d.comb += finished.eq((self.tiles_done + stored_now) == total)
+        # The run ends in the clock its last tiles are stored.  Tiles still to store (``left``)
+        # are compared with the 0..cores this clock could store from registers only: the
+        # stores themselves (which follow the host's and the warps' write handshake) then
+        # meet only the small ``stored_now == k`` select, not an adder and a wide compare.
+        left = Signal(2 * TILE_BITS)
+        left_is = [Signal(name=f"left_is{k}") for k in range(self._cores + 1)]
+        m.d.comb += [lk.eq(left == k) for k, lk in enumerate(left_is)]
+        finished = Signal()             # (an empty GEMM, 0 tiles, ends in its first clock)
+        m.d.comb += finished.eq(Cat(lk & (stored_now == k) for k, lk in enumerate(left_is)).any())
+        with m.If(self.start & ~run):
+            m.d.sync += left.eq(self.cfg.tiles_m * self.cfg.tiles_n)
         with m.If(run):
             m.d.sync += [self.cycles.eq(self.cycles + 1), self.tiles_done.eq(self.tiles_done + stored_now),
-                         self.beats.eq(self.beats + beats_now)]
+                         self.beats.eq(self.beats + beats_now), left.eq(left - stored_now)]
             with m.If(finished):
                 m.d.sync += [run.eq(0), self.done.eq(1)]
         m.d.comb += self.busy.eq(run)
