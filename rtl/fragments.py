@@ -46,6 +46,7 @@ for stores on the accumulator columns.
 from __future__ import annotations
 
 import itertools
+import types
 
 from amaranth import *
 from amaranth.lib import data, enum, memory, wiring
@@ -314,6 +315,14 @@ class FragmentBank(wiring.Component):
         2:4 sparse A: a metadata word per row of each A fragment (loads of ``METADATA``), a
         second read port on B's columns and ``mma_rd.sparse`` beats (see
         :class:`MmaReadSignature`).
+    load_stage : bool
+        Register each load port's word with its translation into the 16x16 entries before
+        the columns' write selects: a loaded word is then written a clock later (readable
+        from the second clock after the load port carried it), and the path from the load
+        port to a column's write data is cut in two (the WMMA sequencer's load into the
+        accumulator columns was the SoC block's routed critical path).  Fills, the D
+        write-back and metadata loads are written at the edge as without it; a user must
+        not fill or write back into a kind the clock after loading it.
 
     Members
     -------
@@ -329,7 +338,7 @@ class FragmentBank(wiring.Component):
 
     def __init__(self, *, a_frags: int = 4, b_frags: int = 4, acc_frags: int = 2,
                  load_ports: int = 1, col_major: bool = True, f16: bool = True,
-                 sparse: bool = False):
+                 sparse: bool = False, load_stage: bool = False):
         for name, n in (("a_frags", a_frags), ("b_frags", b_frags), ("acc_frags", acc_frags)):
             if not 1 <= n <= 8:
                 raise ValueError(f"{name} must be 1..8, not {n!r}")
@@ -337,6 +346,7 @@ class FragmentBank(wiring.Component):
             raise ValueError(f"Load ports must be 1 or 2, not {load_ports!r}")
         self._frags = {MATRIX_A: a_frags, MATRIX_B: b_frags, ACCUMULATOR: acc_frags}
         self._ports, self._col, self._f16, self._sparse = load_ports, col_major, f16, sparse
+        self._load_stage = load_stage
         super().__init__({
             "fill": In(FillSignature()),
             "load": In(LoadSignature()).array(load_ports),
@@ -378,13 +388,15 @@ class FragmentBank(wiring.Component):
         modes = [(c, f) for c in ((0, 1) if self._col else (0,))
                  for f in ((0, 1) if self._f16 else (0,))]
         # Each load port's word in the 16x16 entries (the other shapes' translation).
-        squares = [_square_word(m, f"ld{n}", port.mnk.as_value(), port.kind.as_value(),
-                                 port.col, port.f16, port.line, port.word)
-                    for n, port in enumerate(self.load)]
+        loads = [(port, _square_word(m, f"ld{n}", port.mnk.as_value(), port.kind.as_value(),
+                                     port.col, port.f16, port.line, port.word))
+                 for n, port in enumerate(self.load)]
+        if self._load_stage:
+            loads = [self._staged(m, n, port, sq) for n, (port, sq) in enumerate(loads)]
         for kind, cols in self.columns.items():
             for p, mem in enumerate(cols):
                 m.submodules[f"{_NAMES[kind]}_col{p}"] = mem
-            self._write_side(m, kind, cols, modes, squares)
+            self._write_side(m, kind, cols, modes, loads)
         self._beat_reads(m)
         self._store_read(m, modes)
         if self._sparse:
@@ -418,7 +430,24 @@ class FragmentBank(wiring.Component):
             return entry
         return Cat(entry, frag[:(n - 1).bit_length()])
 
-    def _write_side(self, m, kind, cols, modes, squares):
+    @staticmethod
+    def _staged(m, n, port, sq):
+        """Load port ``n``'s word and its translation (:func:`_square_word`) registered: what
+        the columns' write selects read with ``load_stage``."""
+        en = Signal(name=f"ld{n}_st_en")
+        m.d.sync += en.eq(port.en)
+        regs = {}
+        for name, value in (("f16", port.f16), ("frag", port.frag), ("data", port.data)):
+            regs[name] = Signal.like(value, name=f"ld{n}_st_{name}", reset_less=True)
+            m.d.sync += regs[name].eq(value)
+        staged_sq = []
+        for name, value in zip(("kind", "off", "col", "line", "word"), sq):
+            reg = Signal(Value.cast(value).shape(), name=f"ld{n}_st_{name}", reset_less=True)
+            m.d.sync += reg.eq(value)
+            staged_sq.append(reg)
+        return types.SimpleNamespace(en=en, **regs), tuple(staged_sq)
+
+    def _write_side(self, m, kind, cols, modes, loads):
         eb = _elem_bits(kind)
         name = _NAMES[kind]
         wports = [mem.write_port(granularity=eb) for mem in cols]
@@ -441,7 +470,7 @@ class FragmentBank(wiring.Component):
                     _lookup(m, [(wr.i, 2), (wr.j, 2)],
                             lambda i, j: fl.skew(name, 4 * i + j), wb)
         # Loads.
-        for port, sq in reversed(list(zip(self.load, squares))):    # port 0 last: it wins
+        for port, sq in reversed(loads):                            # port 0 last: it wins
             skind, off, scol, sline, sword = sq
             with m.If(port.en & (skind == kind)):
                 for p, wp in enumerate(wports):

@@ -175,7 +175,12 @@ class WmmaSequencer(wiring.Component):
             "mem_rd": In(memory.ReadPort.Signature(addr_width=abits, shape=WORD_BITS)),
             "mem_wr": In(memory.WritePort.Signature(addr_width=abits, shape=WORD_BITS)),
         })
-        self.bank = FragmentBank(a_frags=matrix_frags, b_frags=matrix_frags, acc_frags=acc_frags)
+        # load_stage: a load's word lands in the bank a clock after the load port carries it.
+        # The memory unit stays busy until the clock after its response (itself a clock after
+        # the last word), so the mma_sync, fill or store that waits for it reads or writes
+        # once the word has landed.
+        self.bank = FragmentBank(a_frags=matrix_frags, b_frags=matrix_frags, acc_frags=acc_frags,
+                                 load_stage=True)
         self.core = MMA4(lanes=lanes)
 
     @property
