@@ -537,7 +537,9 @@ class MMA4(wiring.Component):
                      sel.b.eq(format_select(mode.kind, mode.b_alt))]
         ctl, v = _reg(m, xc, "x0_ctl"), _valid(m, take, "x0_valid")
         # X1, X2 (the operands' fields, then the operands: inside _beat_unpack) and X3: the
-        # pass as the significand FIFO keeps it (written from this register).
+        # pass as the significand FIFO keeps it (written from this register with 64 lanes;
+        # with fewer, from ``x3_held`` (:meth:`_serialize`), and X3 keeps only what the
+        # reduce reads).
         ent, aux = self._beat_unpack(m, x0, sel, ctl.first, ctl.mode)
         for s in (1, 2):
             ctl, v = _reg(m, ctl, f"x{s}_ctl"), _valid(m, v, f"x{s}_valid")
