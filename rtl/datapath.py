@@ -27,7 +27,7 @@ from .formats import FP16, FP32, Special
 
 __all__ = ["GRID", "F16_FLOOR", "FP8_TRUNC_BITS", "FP8_CUT", "coarse", "EXP_BIAS", "E_WIDTH", "ACC_WIDTH", "PRODUCT_SHIFT", "ADDEND_SHIFT", "PRODUCT_TERM_BITS", "PAIR_BITS",
            "ADDEND_TERM_BITS", "E_F16_FLOOR", "Multiplier", "dsp_operands", "product_term",
-           "addend_shift", "extend", "add_cin", "leading_zeros", "RoundPack"]
+           "addend_shift", "extend", "add_cin", "leading_zeros", "ClampDecode", "RoundPack"]
 
 _STEP = HOPPER.step("fp16")
 GRID = _STEP.grid               # F: terms are truncated to multiples of 2**(E - GRID)
@@ -185,6 +185,17 @@ def leading_zeros(m, x):
     return out
 
 
+class ClampDecode(data.Struct):
+    """What the rounder's first stage reads of the clamp F (:meth:`RoundPack.clamp_decode`):
+    it depends on F and the kind only, which a group knows long before its sum, so that the
+    caller can compute it stages ahead and register it (the core does, at L8 -> N0)."""
+
+    marker: ACC_WIDTH - 1           # the one bit at the clamp that stops the leading-zero count
+    f_eff: E_WIDTH + 1              # F, or F' = F + 8k of a low clamp (0..7)
+    low: 1                          # an FP32 clamp below 0: the value is cut by 8k bits
+    right: 3                        # that right shift by 8k, one-hot (k = 1, 2, 3; none: all gone)
+
+
 class RoundPack(wiring.Component):
     """The one normalise / round / pack unit of an output, FP32 and FP16 alike.
 
@@ -201,6 +212,9 @@ class RoundPack(wiring.Component):
     rounding carry step the exponent.  FP32 results below 2**-126 whose E leaves the clamp
     negative are first cut by a multiple of 8 bits (RZ: truncation).
 
+    The clamp arrives decoded (``clamp``, :class:`ClampDecode`, from :meth:`clamp_decode` of F
+    and ``int8``), so that no compare or shift of F sits between the caller's registers and N1.
+
     Latency: ``STAGES`` clocks with ``pipelined`` (input to ``bits``, registers N1..N5; ``bits``
     is combinational after the last, for the caller's output memory), 0 without.  Throughput
     one value per clock.
@@ -209,7 +223,7 @@ class RoundPack(wiring.Component):
     STAGES = 5
 
     acc: In(signed(ACC_WIDTH))
-    f: In(signed(E_WIDTH + 1))      # the clamp F: e - 233 (FP16 out) or e - 121 (FP32 out)
+    clamp: In(ClampDecode)          # clamp_decode of F: e - 233 (FP16 out) or e - 121 (FP32 out)
     f16: In(1)
     special: In(Special)
     cut13: In(1)                    # FP32 out: then cut to 13 fraction bits (FP8 inputs)
@@ -227,6 +241,22 @@ class RoundPack(wiring.Component):
         at the smallest subnormal quantum (2**-24 FP16, 2**-149 FP32)."""
         return (e - Mux(f16, EXP_BIAS - F16_CLAMP, EXP_BIAS - F32_CLAMP))[:E_WIDTH + 1].as_signed()
 
+    @staticmethod
+    def clamp_decode(f, int8):
+        """The :class:`ClampDecode` value of the clamp F (signed, ``E_WIDTH + 1`` bits) for a
+        float (``int8`` 0) or integer (1) result.  An FP32 clamp below 0 (E_nom < -133) needs
+        no leading-zero count: the value is cut by 8k bits, k = ceil(-F/8), leaving F' = F + 8k
+        in 0..7 and at least 8 leading zeros, so L = F' (and the exponent field is 0)."""
+        W = ACC_WIDTH - 1
+        low = (f < 0) & ~int8
+        k = (~f[3:5] + 1)[:2]
+        f_eff = Mux(low, f[0:3], f)[:E_WIDTH + 1]
+        gone = f < -24                                  # every bit lies below 2**-149
+        # (A low clamp's marker is never read: its L is F'.  So the marker needs F, not F'.)
+        marker = Mux(f < W, Const(1 << (W - 1), W) >> f[:6], 0)
+        right = Cat(*(low & ~gone & (k == n) for n in (1, 2, 3)))
+        return Cat(marker, f_eff, low, right)
+
     def _reg(self, m, value, name):
         sig = Signal(value.shape(), name=name, reset_less=True)
         if self._pipelined:
@@ -238,30 +268,20 @@ class RoundPack(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         W = ACC_WIDTH - 1                               # magnitude bits: 33, MSB at 32
-        acc, f = self.acc, self.f
+        acc, cl = self.acc, self.clamp
 
-        # N1: the magnitude, and the marker at the clamp.  An FP32 clamp below 0 (E_nom < -133)
-        # needs no count: the value is cut by 8k bits, k = ceil(-F/8), leaving F' = F + 8k in
-        # 0..7 and at least 8 leading zeros, so L = F' (and the exponent field is 0).
+        # N1: the magnitude, and the clamp's decode (marker, F or F', the low clamp's shift).
         neg = acc[-1]
         mag = Mux(neg, -acc, acc)[:W]
-        low = (f < 0) & ~self.int8
-        k = (~f[3:5] + 1)[:2]
-        f_eff = Mux(low, f[0:3], f)[:E_WIDTH + 1]
-        gone = f < -24                                  # every bit lies below 2**-149
-        # (A low clamp's marker is never read: its L is F'.  So the marker needs F, not F'.)
-        marker = Mux(f < W, Const(1 << (W - 1), W) >> f[:6], 0)
         # An integer result (INT8 inputs: acc = C + the exact products) replaces ``mag`` at N2,
         # with no shift: S32 bits, wrapped, or clamped when the top three bits disagree.
         top = acc[31:ACC_WIDTH]
         over = ~acc[-1] & (top != 0)
         under = acc[-1] & (top != 0b111)
         s32 = Mux(self.sat & over, 0x7FFF_FFFF, Mux(self.sat & under, 0x8000_0000, acc[:32]))
-        # The right shift by 8k of a low clamp, one-hot (none when every bit is gone).
-        right = Cat(*(low & ~gone & (k == n) for n in (1, 2, 3)))
         n1 = [self._reg(m, v, f"n1_{i}") for i, v in enumerate(
-            [mag, s32, marker, f_eff, low, right, neg, self.f16, self.special, self.cut13,
-             self.int8])]
+            [mag, s32, cl.marker, cl.f_eff, cl.low, cl.right, neg, self.f16, self.special,
+             self.cut13, self.int8])]
         mag1, s32_1, marker1, f1, low1, right1, neg1, f16_1, sp1, c13_1, int_1 = n1
 
         # N2: the left shift L = min(leading zeros, F) by the marker (none for an integer),

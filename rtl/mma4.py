@@ -894,16 +894,23 @@ class MMA4(wiring.Component):
         # whose first register is cleared (a synchronous clear, no LUT) when the slice that
         # will read it is of a group's first pass (``slices`` stages behind L8).
         r, top = self._slices, self.LANE_STAGES
-        clear = vs[top - r] & ctls[top - r].first
+        # The clear as a register of the stage before, one copy per output: one gate's
+        # fan-out to every accumulator's clear was a routed critical path.
+        clear_d = vs[top - r - 1] & ctls[top - r - 1].first
         acc_out = []
         for x in range(n):
+            clear = replica(m, clear_d, f"acc_clear{x}", reset_less=False)
             fb = [Signal(signed(ACC_WIDTH), name=f"acc_fb{x}" + (f"_{s}" if s else ""), reset_less=True)
                   for s in range(r)]
             new = add_cin(fb[-1], s8[x], cn8[x], ACC_WIDTH)
             m.d.sync += [fb[0].eq(Mux(clear, 0, new))] + [fb[s].eq(fb[s - 1]) for s in range(1, r)]
             acc_out.append(new)
         acc0 = _reg(m, acc_out, "n0_acc")
-        f0, sp0, fl0 = _reg(m, grp8, "n0_grp")
+        f8, sp8, fl8 = grp8
+        # The rounders' clamp decode, a stage ahead of their first (its compare and shift of F
+        # into N1 were the routed critical path).
+        f0 = _reg(m, [RoundPack.clamp_decode(f8[x], fl8.int8) for x in range(n)], "n0_clamp")
+        sp0, fl0 = _reg(m, (sp8, fl8), "n0_grp")
 
         # N1..N5 and the pack: one rounder per output, into the output FIFO.
         self._push(m, out_wr, push_word, self._round(m, acc0, f0, sp0, fl0, push))
@@ -974,7 +981,7 @@ class MMA4(wiring.Component):
         word = []
         for x in range(self._outs):
             rp = m.submodules[f"round{x}"] = RoundPack()
-            m.d.comb += [rp.acc.eq(acc0[x]), rp.f.eq(f0[x]), rp.f16.eq(fl0.f16),
+            m.d.comb += [rp.acc.eq(acc0[x]), rp.clamp.eq(f0[x]), rp.f16.eq(fl0.f16),
                          rp.special.eq(sp0[x]), rp.cut13.eq(fl0.fp8 & ~fl0.f16),
                          rp.int8.eq(fl0.int8), rp.sat.eq(fl0.sat)]
             word.append(rp.bits)
