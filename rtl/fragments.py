@@ -46,6 +46,7 @@ for stores on the accumulator columns.
 from __future__ import annotations
 
 import itertools
+import types
 
 from amaranth import *
 from amaranth.lib import data, enum, memory, wiring
@@ -293,6 +294,30 @@ def _square_word(m, name, shape, kind, col, f16, line, word):
     return skind, off, scol, sline, sword
 
 
+def _column_map(kind, p, modes):
+    """What physical column ``p`` of ``kind`` takes of a loaded word, as a function of the
+    word's place in the 16x16 entries ``(col, f16, line, word)``: None where the word does not
+    exist (or its mode is not built), else ``(entry, (half 0, half 1))``, each half the word's
+    ``(bit offset, width)`` written there or None (that half not written)."""
+    def fn(col, f16, line, word):
+        if kind != ACCUMULATOR:
+            f16 = 0             # 16-bit elements whatever the flag says
+        if (col, f16) not in modes:
+            return None
+        elems = _word_elements(kind, col, f16, line, word)
+        if elems is None:
+            return None
+        out = [None, None]
+        entry = None
+        for rc, off, w in elems:
+            e, pc, half = _place(kind, rc)
+            if pc == p:
+                out[half] = (off, w)
+                entry = e
+        return entry, tuple(out)
+    return fn
+
+
 def _place(kind, rc):
     """(entry, physical column, half) of element rc."""
     entry, lcol, half = fl.block_place(_NAMES[kind], *rc)
@@ -429,13 +454,12 @@ class FragmentBank(wiring.Component):
             return entry
         return Cat(entry, frag[:(n - 1).bit_length()])
 
-    def _column_loads(self, m, kind, loads):
+    def _column_loads(self, m, kind, loads, modes):
         """Per load port, what the write selects of ``kind``'s columns read: whether the port
         writes this kind, its fragment (with the translation's offset), the word's place in
-        the 16x16 entries (``col, f16, line, word``) and the word.  With ``load_stage`` these
-        are registered, the word once for the kind and the rest once for each column
-        (:func:`rtl.replica.replica`): one register's fan-out across all the columns was the
-        routed critical path."""
+        the 16x16 entries (``col, f16, line, word``) and the word.  With ``load_stage``, each
+        column's share of it (:meth:`_staged_column`) is registered instead, and the word once
+        for the kind."""
         out, fbits = [], (self._frags[kind] - 1).bit_length()
         for n, (port, (skind, off, scol, sline, sword)) in enumerate(loads):
             act, frag = port.en & (skind == kind), (port.frag + off)[:max(fbits, 1)]
@@ -445,17 +469,52 @@ class FragmentBank(wiring.Component):
                 out.append(([(act, frag, key)] * COLUMNS, port.data))
                 continue
             tag = f"{_NAMES[kind][:3]}_ld{n}"
-            cols = []
-            for p in range(COLUMNS):
-                k = Cat(*(v for v in key if not isinstance(v, Const)))
-                kr = replica(m, k, f"{tag}_key{p}")
-                if kind != ACCUMULATOR:
-                    kr = Cat(kr[0], C(0, 1), kr[1:])
-                cols.append((replica(m, act, f"{tag}_act{p}", reset_less=False),
-                             replica(m, frag, f"{tag}_frag{p}") if fbits else frag,
-                             [kr[0], kr[1], kr[2:6], kr[6:8]]))
+            cols = [self._staged_column(m, f"{tag}_c{p}", _column_map(kind, p, modes), act,
+                                        frag if fbits else None, list(zip(key, (1, 1, 4, 2))))
+                    for p in range(COLUMNS)]
             out.append((cols, replica(m, port.data, f"{tag}_data")))
         return out
+
+    @staticmethod
+    def _staged_column(m, tag, fn, act, frag, key):
+        """One column's write controls for a staged load, looked up (``fn``,
+        :func:`_column_map`) from the word's place before the stage and registered there, one
+        copy per column (:func:`rtl.replica.replica`: one register's fan-out to every column,
+        then the lookups, was the routed critical path): whether it writes, its fragment, its
+        entry, and per half the write enable and which of the word's slices it takes (an
+        index into ``offs``)."""
+        entry = Signal(4, name=f"{tag}_entry_d")
+        _lookup(m, key, lambda *k: None if fn(*k) is None or fn(*k)[0] is None else fn(*k)[0],
+                lambda e: entry.eq(e))
+        halves = []
+        for half in (0, 1):
+            offs = sorted({r[1][half] for k in itertools.product(*(range(1 << w) for _, w in key))
+                           if (r := fn(*k)) is not None and r[1][half] is not None})
+            en, sel = Signal(name=f"{tag}_en{half}_d"), Signal(range(max(len(offs), 2)), name=f"{tag}_sel{half}_d")
+
+            def src(*k, half=half):
+                r = fn(*k)              # None: no such word; "off": not written
+                return None if r is None else (r[1][half] or "off")
+            _lookup(m, key, src, lambda s, en=en, sel=sel, offs=offs: [en.eq(0), sel.eq(0)]
+                    if s == "off" else [en.eq(1), sel.eq(offs.index(s))], default=[en.eq(0), sel.eq(0)])
+            halves.append((replica(m, en, f"{tag}_en{half}") if offs else C(0, 1),
+                           replica(m, sel, f"{tag}_sel{half}") if len(offs) > 1 else C(0, 1), offs))
+        return types.SimpleNamespace(
+            act=replica(m, act, f"{tag}_act", reset_less=False),
+            frag=replica(m, frag, f"{tag}_frag") if frag is not None else C(0, 1),
+            entry=replica(m, entry, f"{tag}_entry"), halves=halves)
+
+    def _staged_write(self, m, kind, wp, col, ldata):
+        """A column's write port from its registered controls (:meth:`_staged_column`)."""
+        eb = _elem_bits(kind)
+        with m.If(col.act):
+            m.d.comb += wp.addr.eq(self._addr(kind, col.frag, col.entry))
+            for half, (en, sel, offs) in enumerate(col.halves):
+                m.d.comb += wp.en[half].eq(en)
+                with m.Switch(sel):
+                    for i, (off, w) in enumerate(offs):
+                        with m.Case(i):
+                            m.d.comb += wp.data[eb * half:eb * (half + 1)].eq(ldata[off:off + w])
 
     def _write_side(self, m, kind, cols, modes, loads):
         eb = _elem_bits(kind)
@@ -480,26 +539,14 @@ class FragmentBank(wiring.Component):
                     _lookup(m, [(wr.i, 2), (wr.j, 2)],
                             lambda i, j: fl.skew(name, 4 * i + j), wb)
         # Loads.
-        for cols, ldata in reversed(self._column_loads(m, kind, loads)):   # port 0 last: it wins
+        for cols, ldata in reversed(self._column_loads(m, kind, loads, modes)):   # port 0 last: it wins
             for p, wp in enumerate(wports):
+                if self._load_stage:
+                    self._staged_write(m, kind, wp, cols[p], ldata)
+                    continue
                 act, frag, key = cols[p]
                 with m.If(act):
-                    def fn(col, f16, line, word, p=p):
-                        if kind != ACCUMULATOR:
-                            f16 = 0             # 16-bit elements whatever the flag says
-                        if (col, f16) not in modes:
-                            return None
-                        elems = _word_elements(kind, col, f16, line, word)
-                        if elems is None:
-                            return None
-                        out = [None, None]
-                        entry = None
-                        for rc, off, w in elems:
-                            e, pc, half = _place(kind, rc)
-                            if pc == p:
-                                out[half] = (off, w)
-                                entry = e
-                        return entry, tuple(out)
+                    fn = _column_map(kind, p, modes)
                     key = list(zip(key, (1, 1, 4, 2)))
                     # Whole-signal assignments only: Icarus never evaluates a partial
                     # "always @*" whose inputs do not change after time 0.
