@@ -342,11 +342,12 @@ class FragmentBank(wiring.Component):
         second read port on B's columns and ``mma_rd.sparse`` beats (see
         :class:`MmaReadSignature`).
     load_stage : bool
-        Register each load port's word with its translation into the 16x16 entries before
-        the columns' write selects: a loaded word is then written a clock later (readable
-        from the second clock after the load port carried it), and the path from the load
-        port to a column's write data is cut in two (the WMMA sequencer's load into the
-        accumulator columns was the SoC block's routed critical path).  Fills, the D
+        Register each load port's word (once per kind) and each column's write controls
+        (looked up from the word's translation into the 16x16 entries, once per column)
+        before the columns' write ports: a loaded word is then written a clock later
+        (readable from the second clock after the load port carried it), and the path from
+        the load port to a column's write data is cut in two (the WMMA sequencer's load into
+        the accumulator columns was the SoC block's routed critical path).  Fills, the D
         write-back and metadata loads are written at the edge as without it; a user must
         not fill or write back into a kind the clock after loading it.
 
@@ -490,7 +491,8 @@ class FragmentBank(wiring.Component):
         for half in (0, 1):
             offs = sorted({r[1][half] for k in itertools.product(*(range(1 << w) for _, w in key))
                            if (r := fn(*k)) is not None and r[1][half] is not None})
-            en, sel = Signal(name=f"{tag}_en{half}_d"), Signal(range(max(len(offs), 2)), name=f"{tag}_sel{half}_d")
+            en = Signal(name=f"{tag}_en{half}_d")
+            sel = Signal(range(max(len(offs), 2)), name=f"{tag}_sel{half}_d")
 
             def src(*k, half=half):
                 r = fn(*k)              # None: no such word; "off": not written
