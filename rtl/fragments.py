@@ -318,6 +318,20 @@ def _column_map(kind, p, modes):
     return fn
 
 
+def _entry_of(fn):
+    """The entry a column writes, of a :func:`_column_map` function (None: no such entry)."""
+    return lambda *k: None if fn(*k) is None or fn(*k)[0] is None else fn(*k)[0]
+
+
+def _half_of(fn, half):
+    """What ``half`` of a column takes, of a :func:`_column_map` function: None (no such word),
+    ``"off"`` (not written) or the word's ``(bit offset, width)``."""
+    def src(*k):
+        r = fn(*k)
+        return None if r is None else (r[1][half] or "off")
+    return src
+
+
 def _place(kind, rc):
     """(entry, physical column, half) of element rc."""
     entry, lcol, half = fl.block_place(_NAMES[kind], *rc)
@@ -485,19 +499,14 @@ class FragmentBank(wiring.Component):
         entry, and per half the write enable and which of the word's slices it takes (an
         index into ``offs``)."""
         entry = Signal(4, name=f"{tag}_entry_d")
-        _lookup(m, key, lambda *k: None if fn(*k) is None or fn(*k)[0] is None else fn(*k)[0],
-                lambda e: entry.eq(e))
+        _lookup(m, key, _entry_of(fn), lambda e: entry.eq(e))
         halves = []
         for half in (0, 1):
             offs = sorted({r[1][half] for k in itertools.product(*(range(1 << w) for _, w in key))
                            if (r := fn(*k)) is not None and r[1][half] is not None})
             en = Signal(name=f"{tag}_en{half}_d")
             sel = Signal(range(max(len(offs), 2)), name=f"{tag}_sel{half}_d")
-
-            def src(*k, half=half):
-                r = fn(*k)              # None: no such word; "off": not written
-                return None if r is None else (r[1][half] or "off")
-            _lookup(m, key, src, lambda s, en=en, sel=sel, offs=offs: [en.eq(0), sel.eq(0)]
+            _lookup(m, key, _half_of(fn, half), lambda s, en=en, sel=sel, offs=offs: [en.eq(0), sel.eq(0)]
                     if s == "off" else [en.eq(1), sel.eq(offs.index(s))], default=[en.eq(0), sel.eq(0)])
             halves.append((replica(m, en, f"{tag}_en{half}") if offs else C(0, 1),
                            replica(m, sel, f"{tag}_sel{half}") if len(offs) > 1 else C(0, 1), offs))
@@ -553,14 +562,10 @@ class FragmentBank(wiring.Component):
                     # Whole-signal assignments only: Icarus never evaluates a partial
                     # "always @*" whose inputs do not change after time 0.
                     entry = Signal(4, name=f"{name}_ld{p}_entry")
-                    _lookup(m, key, lambda *k, fn=fn: None if fn(*k) is None or fn(*k)[0] is None
-                            else fn(*k)[0], lambda e, entry=entry: entry.eq(e))
+                    _lookup(m, key, _entry_of(fn), lambda e, entry=entry: entry.eq(e))
                     m.d.comb += wp.addr.eq(self._addr(kind, frag, entry))
                     for half in (0, 1):
-                        def src(*k, fn=fn, half=half):
-                            r = fn(*k)          # None: no such word; "off": not written
-                            return None if r is None else (r[1][half] or "off")
-                        _lookup(m, key, src,
+                        _lookup(m, key, _half_of(fn, half),
                                 lambda s, wp=wp, half=half, ldata=ldata: [wp.en[half].eq(0)]
                                 if s == "off" else [
                                     wp.data[eb * half:eb * (half + 1)].eq(ldata[s[0]:s[0] + s[1]]),

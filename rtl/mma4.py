@@ -648,12 +648,15 @@ class MMA4(wiring.Component):
             uh = _reg(m, [vh[x] if x < 8 else Mux(x1_sparse, vh[x], vb[x]) for x in range(16)],
                       "x2_bh")
             meta_d = Mux(x1_sparse, _reg(m, beat.meta, "x1_meta"), DENSE_META)
-            meta = _reg(m, meta_d, "x2_meta")
-            # Each output's products read its row's metadata from a copy of their own with
-            # fewer lanes, where the pick feeds the FIFO register (x3_held) in the same clock
-            # and one register's fan-out to all 64 picks was the routed critical path.
-            rows = [[replica(m, meta_d[8 * i:8 * i + 8], f"x2_meta{i}{j}") if self._slices > 1
-                     else meta[8 * i:8 * i + 8] for j in range(4)] for i in range(4)]
+            if self._b_cols:    # 64 lanes: one register, also kept in the FIFO for the L1 pick
+                meta = _reg(m, meta_d, "x2_meta")
+                rows = [[meta[8 * i:8 * i + 8]] * 4 for i in range(4)]
+            else:
+                # Each output's products read its row's metadata from a copy of their own: with
+                # fewer lanes the pick feeds the FIFO register (x3_held) in the same clock, and
+                # one register's fan-out to all 64 picks was the routed critical path.
+                rows = [[replica(m, meta_d[8 * i:8 * i + 8], f"x2_meta{i}{j}") for j in range(4)]
+                        for i in range(4)]
         ent = Signal(self._beat_layout if self._b_cols else BeatEntry)
         if self._b_cols:
             for c, u in enumerate(ub + (uh if self._sparse else [])):
