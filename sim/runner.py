@@ -489,13 +489,19 @@ def _journal(say):
     return both
 
 
-def build(sim: str, design: str, params: dict | None = None, waves: bool = False, say=_say):
+def build(sim: str, design: str, params: dict | None = None, waves: bool = False, say=_say,
+          source=None):
     """Build ``design`` for ``sim``; return ``(runner, build_dir)``.  Cheap when up to date.
 
     ``say`` (a callable taking a line; default: stderr) hears each phase of a build that does
     work: elaboration, Verilator's verilate and C++ steps (objects done of total) or the Icarus
     compile, each with its time; ``build/builds.log`` keeps those lines of every build (time,
     process).  A first GEMM-top build on Verilator takes minutes.
+
+    ``source``: a design outside :mod:`rtl.designs` (the board top), as a callable returning
+    ``(verilog_path, extra_sources)``: the path's ``.hash`` file names its inputs, and the
+    extra Verilog files (PicoRV32's) are built beside it.  ``params`` then only name the
+    build folder.
     """
     from cocotb_tools.runner import get_runner
 
@@ -506,13 +512,18 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
     bdir = build_dir(sim, design, params, waves)
     with _lock(build_root() / f".{bdir.name}.lock"):
         from rtl.designs import bench_memory
-        src = sim_verilog(verilog_for(design, params, say), sim, bench_memory(design))
+        extra = []
+        if source is None:
+            src = sim_verilog(verilog_for(design, params, say), sim, bench_memory(design))
+        else:
+            path, extra = source()
+            src = sim_verilog(path, sim, "mem")
         runner = _verilator_runner() if sim == "verilator" else get_runner(sim)
         runner.log.addFilter(_quiet_rebuild)
         args = []
         # The ECP5 variant of the MMA4 core instantiates MULT18X18D (Yosys ships only a
         # blackbox for it): simulate it with the behavioural model that make lint uses.
-        sources = [src] if params.get("dsp") != "ecp5" else [MULT18X18D_MODEL, src]
+        sources = [*extra, src] if params.get("dsp") != "ecp5" else [MULT18X18D_MODEL, src]
         if sim == "verilator":
             vlt = bdir / "public.vlt"
             bdir.mkdir(parents=True, exist_ok=True)
@@ -590,7 +601,7 @@ def wave_note(path: Path) -> str:
 
 def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None, options=None,
               files=None, env=None, waves: bool = False, seed: int | None = None,
-              quiet: bool = False, plusargs=()):
+              quiet: bool = False, plusargs=(), source=None):
     """Run cocotb tests of ``module`` (e.g. ``tb.mma4_bench``) on a built design.
 
     ``testcase`` is a test name, a list of names, or None (every test of the module).  The
@@ -605,7 +616,7 @@ def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None,
 
     waves = bool(waves)             # True, or a caller's name for the waveform
     params = dict(params or {})
-    runner, bdir = build(sim, design, params, waves)
+    runner, bdir = build(sim, design, params, waves, source=source)
     results = bdir / f"results-{os.getpid()}-{os.urandom(4).hex()}.xml"
     files = dict(files or {})
     unknown = set(files) - {"job", "result", "progress", "memh_load", "memh_out"}

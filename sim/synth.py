@@ -163,18 +163,20 @@ endmodule
 KEEP_HIERARCHY = ("*.round*", "*.pick_*")
 
 
-def yosys_script(design: str, top: str | None = None) -> str:
+def yosys_script(design: str, top: str | None = None, read: str | None = None) -> str:
     """The synthesis script; ``top`` (default ``design``) is the module placed, read from
-    ``{design}.v`` and, for the harness, ``{top}.v``."""
+    ``{design}.v`` and, for the harness, ``{top}.v``, or by the commands ``read`` (a board
+    build: its RTLIL and PicoRV32's Verilog)."""
     top = top or design
     files = f"{design}.v" + (f" {top}.v" if top != design else "")
+    read = read or f"read_verilog {files}"
     # synth_ecp5 with its LUT mapping step done by classic ABC instead of ABC9, which trips an
     # assertion (rtlil.cc, count_id) in this Yosys on the MMA4 core after minutes of work.
     keep = "".join(f"setattr -mod -set keep_hierarchy 1 {p}; " for p in KEEP_HIERARCHY)
     # Registers made by rtl.replica: their flip-flops are marked keep once proc has made them
     # and before the coarse step's opt_merge, which would fold each set of copies into one.
     replicas = f"setattr -set keep 1 a:{REPLICA_ATTR} %ci1:+$dff[Q] t:$dff %i; "
-    return (f"read_verilog {files}; {keep}synth_ecp5 -top {top} -run :coarse; proc; {replicas}"
+    return (f"{read}; {keep}synth_ecp5 -top {top} -run :coarse; proc; {replicas}"
             f"synth_ecp5 -top {top} -run coarse:map_luts; "
             "techmap -map +/lattice/latches_map.v; abc -lut 4 -dress; clean; "
             f"synth_ecp5 -top {top} -run map_cells: -json {design}.json; tee -o stat.txt stat")

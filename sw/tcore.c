@@ -50,7 +50,9 @@ int tcore_start(uintptr_t base, const tcore_gemm_t *job)
     wr(base, TCORE_REG_FORMAT,
        ((job->in_fmt << TCORE_FORMAT_IN_FMT_LSB) & TCORE_FORMAT_IN_FMT_MASK) |
        ((job->acc_f16 << TCORE_FORMAT_ACC_F16_LSB) & TCORE_FORMAT_ACC_F16_MASK) |
-       ((job->c_given << TCORE_FORMAT_C_GIVEN_LSB) & TCORE_FORMAT_C_GIVEN_MASK));
+       ((job->c_given << TCORE_FORMAT_C_GIVEN_LSB) & TCORE_FORMAT_C_GIVEN_MASK) |
+       ((job->b_alt << TCORE_FORMAT_B_ALT_LSB) & TCORE_FORMAT_B_ALT_MASK) |
+       ((job->sat << TCORE_FORMAT_SAT_LSB) & TCORE_FORMAT_SAT_MASK));
     wr_addr(base, TCORE_REG_A_LO, TCORE_REG_A_HI, job->a);
     wr_addr(base, TCORE_REG_B_LO, TCORE_REG_B_HI, job->b);
     wr_addr(base, TCORE_REG_C_LO, TCORE_REG_C_HI, job->c);

@@ -19,11 +19,13 @@
 
 typedef struct {
     uint32_t m, n, k;             /* sizes, multiples of 16 */
-    uint32_t in_fmt;              /* TCORE_FMT_FP16 or TCORE_FMT_BF16 */
-    uint32_t acc_f16;             /* 1: C and D are FP16 (FP16 inputs only); 0: FP32 */
+    uint32_t in_fmt;              /* TCORE_FMT_*: FP16, BF16, TF32, E4M3, E5M2, S8, U8 */
+    uint32_t acc_f16;             /* 1: C and D are FP16 (FP16 and FP8 inputs); 0: FP32 (S32) */
     uint32_t c_given;             /* 1: D = A*B + C; 0: D = A*B (C not read) */
     uint64_t a, b, c, d;          /* byte addresses as the block's AXI4 master sees them */
     uint32_t lda, ldb, ldc, ldd;  /* leading dimensions in elements; 0 means the row length */
+    uint32_t b_alt;               /* 1: B is the other FP8 format (mixed FP8) */
+    uint32_t sat;                 /* 1: INT8 K steps clamp (.satfinite) instead of wrapping */
 } tcore_gemm_t;
 
 typedef struct {

@@ -1,0 +1,41 @@
+"""The board top for a :class:`sim.board.boards.BoardBuild`: its firmware built, the
+:class:`rtl.board.BoardTop` made, and its Verilog (for the simulators) or its Amaranth
+platform build plan (for the FPGA flow)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .boards import BoardBuild
+from .firmware import build_firmware
+
+__all__ = ["board_top", "picorv32_verilog", "work_dir", "sim_verilog_text"]
+
+
+def work_dir(build: BoardBuild) -> Path:
+    from sim.runner import build_root
+    return build_root() / "board" / build.folder
+
+
+def picorv32_verilog() -> Path:
+    """PicoRV32's Verilog (the PyPI package ``pythondata-cpu-picorv32``)."""
+    from .boards import BoardError
+    try:
+        import pythondata_cpu_picorv32 as p
+    except ImportError:
+        raise BoardError("PicoRV32 is not installed: pip install pythondata-cpu-picorv32 "
+                         "(the test and board extras have it)") from None
+    return Path(p.data_location) / "picorv32.v"
+
+
+def board_top(build: BoardBuild, log=None):
+    """The :class:`rtl.board.BoardTop` of ``build`` with its firmware (compiled if needed)."""
+    from rtl.board import BoardTop
+    fw = build_firmware(work_dir(build) / "firmware", build.fw_bytes, build.cases(), log)
+    return BoardTop(firmware=fw, **build.top_params())
+
+
+def sim_verilog_text(build: BoardBuild, log=None) -> str:
+    """The board top's Verilog (module ``board``), reproducible (no source locations)."""
+    from amaranth.back import verilog
+    return verilog.convert(board_top(build, log), name="board", emit_src=False)

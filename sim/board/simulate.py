@@ -1,0 +1,109 @@
+"""The simulated board: the board top (the same RTL and firmware as a bitstream, with the
+simulation's UART divisor and frame timeout) on Verilator or Icarus under the board bench
+(``tb/board_bench.py``), whose UART lines are bridged to a TCP socket on the loopback
+address.  :func:`simulated_board` yields the pyserial URL of that socket, so that the host
+code that talks to a board (:class:`sim.board.link.BoardLink`) talks to the simulation
+unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import time
+from pathlib import Path
+
+from .boards import BoardBuild, BoardError
+from .model import board_top, picorv32_verilog, work_dir
+
+__all__ = ["simulated_board", "sim_source"]
+
+
+def sim_source(build: BoardBuild, log=None):
+    """The runner's ``source`` for the board top: its Verilog (elaborated again only when the
+    RTL, the firmware or the build changed) and PicoRV32's."""
+    def source():
+        from amaranth.back import verilog
+        from sim.runner import _rtl_hash, digest
+        from .firmware import build_firmware
+        folder = work_dir(build)
+        folder.mkdir(parents=True, exist_ok=True)
+        fw = build_firmware(folder / "firmware", build.fw_bytes, build.cases(), log)
+        path, stamp = folder / "board.v", folder / "board.hash"
+        key = digest(_rtl_hash("board", build.top_params()), fw)[:16]
+        if not (path.exists() and stamp.exists() and stamp.read_text() == key):
+            if log:
+                log(f"board top ({build.folder}): elaborating (Amaranth -> Verilog) ...")
+            t = time.perf_counter()
+            text = verilog.convert(board_top(build, log), name="board", emit_src=False)
+            path.write_text(text)
+            stamp.write_text(key)
+            if log:
+                log(f"board top: elaborated in {time.perf_counter() - t:.1f} s")
+        return path, [picorv32_verilog()]
+    return source
+
+
+def _serve(args: dict):
+    """The bench process: build the simulated board and serve one host (its output goes to
+    the parent's stderr, so that the host's stdout keeps only its report)."""
+    from sim.runner import run_bench
+    from .boards import board_of
+    build = BoardBuild(board_of(args["board"]), lanes=args["lanes"], sim=True)
+    say = (lambda line: print(f"tcore build: {line}", file=sys.stderr, flush=True))
+    run_bench(args["sim"], "board", "tb.board_bench", "board_serves_the_host",
+              params={"board": build.folder}, quiet=True,
+              options={"divisor": build.divisor, "accept_s": args["accept_s"]},
+              files={"progress": args["port_file"]}, source=sim_source(build, say))
+
+
+@contextlib.contextmanager
+def simulated_board(build: BoardBuild, *, sim: str = "verilator", accept_s: float = 600.0):
+    """Build and start the simulated board (in a process of its own); yield its
+    ``socket://`` URL.  The simulation ends when the caller's connection closes; a failed
+    bench is a :class:`sim.runner.SimError` on the way out."""
+    import json
+    import socket
+    import subprocess
+    from sim.runner import SimError
+    if build.selftest is not None:
+        raise BoardError("the simulated board runs the default self-test cases")
+    build = build if build.sim else build.for_sim()
+    folder = work_dir(build)
+    folder.mkdir(parents=True, exist_ok=True)
+    port_file = folder / f"port-{os.getpid()}-{os.urandom(3).hex()}.txt"
+    args = {"board": build.board.name, "lanes": build.lanes, "sim": sim, "accept_s": accept_s,
+            "port_file": str(port_file)}
+    proc = subprocess.Popen([sys.executable, "-m", "sim.board.simulate", json.dumps(args)],
+                            stdout=sys.stderr, stderr=sys.stderr, stdin=subprocess.DEVNULL)
+    port = None
+    try:
+        while port is None:
+            if proc.poll() is not None:
+                raise SimError(f"the simulated board stopped before it listened (exit {proc.returncode})")
+            text = port_file.read_text().strip() if port_file.exists() else ""
+            if text:
+                port = int(text)
+            else:
+                time.sleep(0.1)
+        yield f"socket://127.0.0.1:{port}"
+    finally:
+        # the caller has closed its connection; if it never made one, this one ends the bench
+        if port is not None:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
+                pass
+        try:
+            proc.wait(timeout=accept_s + 60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        port_file.unlink(missing_ok=True)
+    if proc.returncode:
+        raise SimError(f"the board bench failed (exit {proc.returncode}); its log is in "
+                       f"{folder.parent.parent}/verilator-board-board{build.folder}/")
+
+
+if __name__ == "__main__":
+    import json
+    _serve(json.loads(sys.argv[1]))

@@ -1,0 +1,353 @@
+"""``tcore board``: the tensor core on an ECP5 board: ``list`` the boards, ``build`` a
+bitstream, ``program`` it, ``run`` a GEMM on the board (or its simulation, ``--sim``) from
+the PC over the UART, checked bit for bit against the golden model.  The protocol and the
+board top are in ``docs/board.md``."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .common import EXIT_MISMATCH, EXIT_OK, CliError, positive
+
+NAME = "board"
+HELP = "the tensor core on an ECP5 board: list, build, program, run (or simulate) GEMMs"
+
+_FORMATS = {"fp16": ("fp16", "fp16"), "bf16": ("bf16", "bf16"), "tf32": ("tf32", "tf32"),
+            "e4m3": ("e4m3", "e4m3"), "e5m2": ("e5m2", "e5m2"), "e4m3_e5m2": ("e4m3", "e5m2"),
+            "e5m2_e4m3": ("e5m2", "e4m3"), "s8": ("s8", "s8"), "u8": ("u8", "s8")}
+
+
+def _board_choices():
+    from sim.board.boards import BOARDS
+    return list(BOARDS)
+
+
+def add_arguments(parser):
+    sub = parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+    p = sub.add_parser("list", help="the boards and what fits each")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+
+    p = sub.add_parser("build", help="the board top's bitstream (build/board/<board>/tcore.bit)")
+    _build_options(p)
+    p.add_argument("--seeds", type=positive, default=1, help="nextpnr seeds to try (the best kept)")
+    p.add_argument("--seed", type=int, default=1, help="the first seed")
+    p.add_argument("--placer", default="static", choices=["static", "heap"],
+                   help="nextpnr's placer (default static)")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="stop a seed's place and route after S seconds")
+    p.add_argument("--json", action="store_true", help="last line: one JSON object")
+
+    p = sub.add_parser("program", help="load the bitstream with openFPGALoader (or print the command)")
+    p.add_argument("--board", default="ulx3s-85f", choices=_board_choices())
+    p.add_argument("--lanes", type=int, default=16, choices=[64, 32, 16])
+    p.add_argument("--clock", type=float, default=None, metavar="MHZ")
+    p.add_argument("--baud", type=int, default=115200)
+    p.add_argument("--bitstream", default=None, metavar="FILE", help="default: the build's tcore.bit")
+    p.add_argument("--flash", action="store_true", help="write the SPI flash (kept over power cycles)")
+
+    p = sub.add_parser("run", help="a GEMM on the board from this PC (or on its simulation), "
+                                   "checked bit for bit")
+    where = p.add_mutually_exclusive_group(required=True)
+    where.add_argument("--port", default=None, help="the board's serial port (/dev/ttyUSB0) or a pyserial URL")
+    where.add_argument("--sim", action="store_true",
+                       help="the board top on Verilator (the same RTL and firmware; a faster UART)")
+    _build_options(p)
+    p.add_argument("--simulator", default="verilator", choices=["verilator", "icarus"],
+                   help="with --sim: the simulator")
+    p.add_argument("--m", type=int, default=None)
+    p.add_argument("--n", type=int, default=None)
+    p.add_argument("--k", type=int, default=None)
+    p.add_argument("--a", default=None, metavar="A.npy",
+                   help="A (M x K): float16, bfloat16, float8_e4m3fn, float8_e5m2, int8, uint8, or "
+                        "float32 with --format tf32, or uint16 bits with --format")
+    p.add_argument("--b", default=None, metavar="B.npy", help="B (K x N)")
+    p.add_argument("--c", default=None, metavar="C.npy",
+                   help="C (M x N): float32, float16 (--acc f16) or int32: D = A*B + C")
+    p.add_argument("--format", default=None, choices=list(_FORMATS),
+                   help="the operands' format (random operands; with --a, what the dtype does not say)")
+    p.add_argument("--acc", default=None, choices=["f32", "f16", "s32", "s32sat"],
+                   help="accumulator: f32 (default), f16 (FP16, FP8), s32 / s32sat (INT8)")
+    p.add_argument("--seed", type=int, default=1, help="random operands' seed")
+    p.add_argument("-o", default=None, metavar="D.npz", help="write D: keys d (values), d_bits")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds an answer may take (default: from the sizes and the line)")
+    p.add_argument("--quiet", action="store_true", help="do not print the board's text lines")
+    p.add_argument("--json", action="store_true", help="last line: one JSON object")
+
+
+def _build_options(p):
+    p.add_argument("--board", default="ulx3s-85f", choices=_board_choices())
+    p.add_argument("--lanes", type=int, default=16, choices=[64, 32, 16],
+                   help="the core's multipliers (default 16)")
+    p.add_argument("--clock", type=float, default=None, metavar="MHZ",
+                   help="the tensor core's (and CPU's) clock; default: the board's (tcore board list)")
+    p.add_argument("--baud", type=int, default=115200, help="UART baud rate (up to 3,000,000)")
+
+
+def _build(args, sim=False):
+    from sim.board.boards import BoardBuild, BoardError, board_of
+    try:
+        return BoardBuild(board_of(args.board), lanes=args.lanes, clock_mhz=args.clock,
+                          baud=args.baud, sim=sim)
+    except BoardError as e:
+        raise CliError(str(e)) from None
+
+
+def run(args) -> int:
+    return {"list": _list, "build": _build_cmd, "program": _program, "run": _run}[args.action](args)
+
+
+# -- list ---------------------------------------------------------------------------------------
+
+def _list(args) -> int:
+    from sim.board.boards import BOARDS, BoardBuild
+    rows = []
+    for b in BOARDS.values():
+        build = BoardBuild(b)
+        rows.append({"board": b.name, "part": b.part, "clock_mhz": b.clock_mhz,
+                     "fits": b.fits, "mem_bytes": build.mem_bytes,
+                     "oscillator": b.clock, "uart": f"{b.uart[0]} {b.uart[1]}"})
+    if args.json:
+        print(json.dumps({"boards": rows}))
+        return EXIT_OK
+    print(f"{'board':16} {'part':14} {'clock':>9}  what fits")
+    for r in rows:
+        print(f"{r['board']:16} {r['part']:14} {r['clock_mhz']:>5g} MHz  {r['fits']}")
+    print("25F parts (ULX3S-25F, Colorlight 5A-75B): no build fits; see docs/board.md")
+    return EXIT_OK
+
+
+# -- build --------------------------------------------------------------------------------------
+
+def _build_cmd(args) -> int:
+    from sim.board.build import build_bitstream
+    from sim.board.boards import BoardError
+    from sim.board.firmware import FirmwareError
+    from sim.synth import SynthError
+    build = _build(args)
+    say = (lambda line: print(f"tcore board: {line}", file=sys.stderr, flush=True))
+    try:
+        r = build_bitstream(build, seeds=args.seeds, seed=args.seed, placer=args.placer,
+                            progress=say, timeout_s=args.timeout)
+    except (SynthError, BoardError, FirmwareError) as e:
+        raise CliError(str(e).splitlines()[0]) from None
+    print(f"{r['board']} ({r['part']}), {r['lanes']}-lane core at {r['clock_mhz']:g} MHz: "
+          f"routed Fmax {r['fmax_mhz']} MHz, timing {'met' if r['timing_met'] else 'NOT met'}")
+    print(f"  LUT4 {r['luts']:,}/{r['luts_available']:,}, FF {r['ffs']:,}/{r['ffs_available']:,}, "
+          f"MULT18X18D {r['dsps']}/{r['dsps_available']}, DP16KD {r['brams']}/{r['brams_available']}")
+    print(f"  yosys {r['yosys_s']:.0f} s, nextpnr {r['nextpnr_s']:.0f} s; bitstream {r['bitstream']}")
+    if args.json:
+        print(json.dumps(r))
+    return EXIT_OK if r["timing_met"] else EXIT_MISMATCH
+
+
+# -- program ------------------------------------------------------------------------------------
+
+def _program(args) -> int:
+    import shlex
+    import shutil
+    import subprocess
+    from pathlib import Path
+    from sim.board.build import bitstream_dir
+    build = _build(args)
+    bit = Path(args.bitstream) if args.bitstream else bitstream_dir(build) / "tcore.bit"
+    if not bit.is_file():
+        raise CliError(f"no bitstream at {bit}: run tcore board build --board {args.board} first")
+    cmd = ["openFPGALoader", *build.board.programmer, *(["-f"] if args.flash else []), str(bit)]
+    if shutil.which("openFPGALoader") is None:
+        print("openFPGALoader is not installed (apt-get install openfpgaloader); run:")
+        print("  " + shlex.join(cmd))
+        return EXIT_OK
+    return subprocess.call(cmd)
+
+
+# -- run ------------------------------------------------------------------------------------------
+
+def _operands(args):
+    """``(BoardGemm, inputs)`` from the options: the user's matrices or random ones."""
+    import numpy as np
+    from sim.board.gemm import BoardGemm
+    from sim.operands import OperandError, load_matrix
+    acc = args.acc
+    if args.a or args.b:
+        if not (args.a and args.b):
+            raise CliError("--a and --b go together")
+        try:
+            a, fa = _bits(load_matrix(args.a, "a"), "a", args.format)
+            b, fb = _bits(load_matrix(args.b, "b"), "b", args.format if args.format else None, fa)
+        except OperandError as e:
+            raise CliError(str(e)) from None
+        if a.shape[1] != b.shape[0]:
+            raise CliError(f"--a is {a.shape[0]}x{a.shape[1]} and --b {b.shape[0]}x{b.shape[1]}: "
+                           "A's columns must be B's rows")
+        for flag, v in (("--m", args.m), ("--n", args.n), ("--k", args.k)):
+            if v is not None:
+                raise CliError(f"{flag} comes from --a and --b; leave it out")
+        in_fmt, b_fmt, inputs = fa, fb, "files"
+    else:
+        if args.c:
+            raise CliError("--c goes with --a and --b")
+        if None in (args.m, args.n, args.k):
+            raise CliError("--m, --n and --k are required (or --a and --b)")
+        in_fmt, b_fmt = _FORMATS[args.format or "fp16"]
+        a, b = _random(args.m, args.n, args.k, in_fmt, b_fmt, args.seed)
+        inputs = "random"
+    out_fmt, sat = _acc(in_fmt, acc)
+    m, k = a.shape
+    n = b.shape[1]
+    _check_sizes(m, n, k, in_fmt)
+    c = None
+    if args.c:
+        try:
+            c = _c_bits(load_matrix(args.c, "c"), out_fmt, (m, n))
+        except OperandError as e:
+            raise CliError(str(e)) from None
+    return BoardGemm(np.ascontiguousarray(a), np.ascontiguousarray(b), c, in_fmt, b_fmt,
+                     out_fmt, sat), inputs
+
+
+def _acc(in_fmt, acc):
+    from numerics.formats import INPUT_FORMATS
+    fmt = INPUT_FORMATS[in_fmt]
+    name = {"f32": "fp32", "f16": "fp16", "s32": "s32", "s32sat": "s32"}
+    acc = acc or ("s32" if fmt.integer else "f32")
+    if name[acc] not in fmt.outputs:
+        allowed = [k for k, v in name.items() if v in fmt.outputs]
+        raise CliError(f"{in_fmt} operands take --acc {' or '.join(allowed)}, not {acc}")
+    return name[acc], acc == "s32sat"
+
+
+def _check_sizes(m, n, k, in_fmt):
+    from numerics.formats import INPUT_FORMATS
+    step = INPUT_FORMATS[in_fmt].k_step
+    for flag, v, mult in (("M", m, 16), ("N", n, 16), ("K", k, step)):
+        if v < 1 or v % mult:
+            raise CliError(f"{flag} must be a positive multiple of {mult} for {in_fmt}, not {v}")
+
+
+_DTYPE_FORMAT = {"float16": "fp16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3",
+                 "float8_e5m2": "e5m2", "int8": "s8", "uint8": "u8"}
+
+
+def _bits(x, what, fmt, a_fmt=None):
+    """An operand's bits and format; the dtype says the format where it can."""
+    import numpy as np
+    from sim.operands import OperandError, operand_bits
+    name = str(x.dtype)
+    if name in _DTYPE_FORMAT:
+        got = _DTYPE_FORMAT[name]
+        if what == "b" and a_fmt is not None:
+            pairs = {"fp16": ("fp16",), "bf16": ("bf16",), "tf32": ("tf32",), "e4m3": ("e4m3", "e5m2"),
+                     "e5m2": ("e5m2", "e4m3"), "s8": ("s8",), "u8": ("s8",)}
+            if got not in pairs[a_fmt]:
+                raise OperandError(f"--b holds {name} ({got}) but A is {a_fmt}: B must be "
+                                   f"{' or '.join(pairs[a_fmt])}")
+        elif fmt is not None and _FORMATS[fmt][0 if what == "a" else 1] != got:
+            raise OperandError(f"--{what} holds {name} ({got}) but --format is {fmt}")
+        return x.view(np.uint16 if x.itemsize == 2 else np.uint8), got
+    if x.dtype == np.float32 and fmt == "tf32":
+        return x.view(np.uint32), "tf32"
+    if fmt in ("fp16", "bf16") or (fmt is None and a_fmt in ("fp16", "bf16")):
+        return operand_bits(x, what, fmt or a_fmt)
+    raise OperandError(f"--{what} has dtype {x.dtype}; give float16, bfloat16, float8_e4m3fn, "
+                       "float8_e5m2, int8 or uint8 (float32 with --format tf32, uint16 bits with "
+                       "--format fp16|bf16)")
+
+
+def _c_bits(x, out_fmt, shape):
+    import numpy as np
+    from sim.operands import OperandError
+    want = {"fp32": np.float32, "fp16": np.float16, "s32": np.int32}[out_fmt]
+    if x.dtype != want:
+        raise OperandError(f"--c must be {np.dtype(want).name} for a {out_fmt} accumulator, not {x.dtype}")
+    if x.shape != shape:
+        raise OperandError(f"--c is {x.shape[0]}x{x.shape[1]}, D is {shape[0]}x{shape[1]}")
+    return np.ascontiguousarray(x).view(np.uint16 if out_fmt == "fp16" else np.uint32)
+
+
+def _random(m, n, k, in_fmt, b_fmt, seed):
+    from sim.operands import lowprec_operands, random_operands
+    if in_fmt in ("fp16", "bf16"):
+        return random_operands(m, n, k, in_fmt, seed)
+    return lowprec_operands(m, n, k, in_fmt, b_fmt, seed)
+
+
+def _run(args) -> int:
+    import time
+    import numpy as np
+    from sim.board.boards import BoardError
+    from sim.board.gemm import layout, run_on_board
+    from sim.board.link import BoardLink, BoardReplyError, LinkError, open_port
+    from sim.commands.gemm import check_output
+    from sim.runner import SimError
+
+    check_output(args.o)
+    if args.seed < 0:
+        raise CliError(f"--seed must be a non-negative integer, not {args.seed}")
+    build = _build(args, sim=args.sim)
+    g, inputs = _operands(args)
+    m, n, k = g.shape
+    need = layout(g)["end"]
+    if need > build.mem_bytes:
+        raise CliError(f"{m}x{n}x{k} {g.in_fmt} needs {need:,} bytes of the board's memory, which "
+                       f"holds {build.mem_bytes:,}")
+    say = (lambda line: None) if args.quiet else (lambda line: print(f"board: {line}", file=sys.stderr, flush=True))
+    # An answer's time: the bytes of the largest frame at the line rate, the GEMM's clocks,
+    # a margin; a simulation runs some ten thousand times slower than a board.
+    reply_s = args.timeout or (600.0 if args.sim else 30.0 + 2 * m * n * k / build.clk_hz)
+    t0 = time.perf_counter()
+    try:
+        if args.sim:
+            from sim.board.simulate import simulated_board
+            with simulated_board(build, sim=args.simulator) as url:
+                r, info = _session(url, build, g, reply_s, say)
+        else:
+            r, info = _session(args.port, build, g, reply_s, say)
+    except (LinkError, BoardReplyError, BoardError, SimError) as e:
+        raise CliError(str(e).splitlines()[0]) from None
+    wall = time.perf_counter() - t0
+    d = r.pop("d")
+    clk = info["clk_hz"]
+    secs = r["cycles"] / clk
+    gflops = 2 * m * n * k / secs / 1e9 if r["cycles"] else None
+    s = {"board": build.board.name, "sim": bool(args.sim), "m": m, "n": n, "k": k,
+         "format": g.in_fmt if g.b_fmt == g.in_fmt else f"{g.in_fmt}_{g.b_fmt}",
+         "acc": g.out_fmt + ("sat" if g.saturate else ""), "c": g.c is not None, "inputs": inputs,
+         "lanes": info["lanes"], "clock_mhz": clk / 1e6, "cycles": r["cycles"], "beats": r["beats"],
+         "cpu_cycles": r["cpu_cycles"], "gflops": gflops, "mismatches": r["mismatches"],
+         "outputs": r["outputs"], "bit_exact": r["mismatches"] == 0,
+         "selftest_failed": info["selftest_failed"], "send_s": r["send_s"], "run_s": r["run_s"],
+         "read_s": r["read_s"], "wall_s": round(wall, 1), "seed": args.seed}
+    where = f"{build.board.name} ({'simulated' if args.sim else args.port})"
+    print(f"GEMM {m}x{n}x{k} {s['format']} -> {s['acc']}{' + C' if s['c'] else ''} on {where}, "
+          f"{info['lanes']}-lane core at {clk / 1e6:g} MHz")
+    print(f"  cycles          {r['cycles']:,} ({r['beats']:,} core beats; CPU {r['cpu_cycles']:,})")
+    if gflops is not None:
+        print(f"  GFLOP/s         {gflops:.3f} at the board clock")
+    print(f"  bit-exact       {'yes' if r['mismatches'] == 0 else 'NO'}: {r['mismatches']} of "
+          f"{r['outputs']} outputs differ from the golden model")
+    print(f"  line            {r['send_s']:.1f} s sending, {r['read_s']:.1f} s reading back")
+    if args.o:
+        view = {"fp32": np.float32, "fp16": np.float16, "s32": np.int32}[g.out_fmt]
+        np.savez(args.o, d=d.view(view), d_bits=d)
+        s["output"] = args.o
+        print(f"  wrote           {args.o}  (d: the values, d_bits: the bit patterns)")
+    if args.json:
+        print(json.dumps(s))
+    return EXIT_OK if r["mismatches"] == 0 else EXIT_MISMATCH
+
+
+def _session(port, build, g, reply_s, say):
+    from sim.board.boards import BoardError
+    from sim.board.gemm import run_on_board
+    from sim.board.link import BoardLink, open_port
+    from rtl.board import BOARD_MAGIC
+    link = BoardLink(open_port(port, baud=build.baud, timeout=0.2), reply_s=reply_s, on_text=say)
+    try:
+        info = link.info()
+        if info["magic"] != BOARD_MAGIC:
+            raise BoardError(f"{port} answered, but not as a tcore board")
+        return run_on_board(link, g), info
+    finally:
+        link.close()
