@@ -612,16 +612,21 @@ def _gemm_dims(dims):
 
 def _split_from_grid(info, grid, shape):
     """The split count of a splitK kernel: its CTAs over its output tiles counted in whole
-    clusters (cuBLAS's m is PyTorch's N, its n PyTorch's M); grid.y without a shape."""
+    clusters.  Which of PyTorch's M and N is cuBLAS's m depends on the layouts, so both are
+    tried; where both divide, grid.y (the split axis whenever one CTA row covers the tiles)
+    decides.  Without a shape: grid.y."""
     ctas = int(np.prod(grid))
+    found = []
     if shape is not None:
         m, _, n = shape
         tm, tn, cm, cn = (int(info[k]) for k in ("tm", "tn", "cm", "cn"))
         for dm, dn in ((n, m), (m, n)):
             tiles = (-(-(-(-dm // tm)) // cm) * cm) * (-(-(-(-dn // tn)) // cn) * cn)
             if ctas % tiles == 0:
-                return ctas // tiles
-    return int(grid[1])
+                found.append(ctas // tiles)
+    if not found or int(grid[1]) in found:
+        return int(grid[1])
+    return found[0]
 
 
 def _cublaslt_log(text):
