@@ -188,9 +188,11 @@ def _meta(data) -> dict:
 
 
 def is_cublas_file(data: dict) -> bool:
-    """Whether a loaded capture is one of ``torch_splitk/`` (meta ``kind`` splitk, epilogue or
-    fp8, with ``d_``/``d32_`` outputs)."""
-    return _meta(data).get("kind") in _KINDS and any(k.startswith(("d_", "d32_")) for k in data)
+    """Whether a loaded capture is one of ``torch_splitk/``: meta ``kind`` splitk, epilogue or
+    fp8 with the cuBLASLt log's ``numSplitsK`` per output (the FP8 tile files of ``lowprec/``
+    share the kind, not the log)."""
+    meta = _meta(data)
+    return meta.get("kind") in _KINDS and "numSplitsK" in meta
 
 
 def _floats(data, key, dtype, where):
