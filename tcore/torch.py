@@ -4,30 +4,30 @@
 ``torch.mm``, ``torch.matmul`` (and ``@``), ``torch.bmm``, ``torch.addmm``, ``torch.baddbmm``,
 ``torch.nn.functional.linear`` (so ``nn.Linear``), ``torch._scaled_mm`` and ``torch._int_mm``
 on CPU tensors return what cuBLAS / cuBLASLt return on an H200: FP16 and BF16 (FP32 or
-FP16/BF16 output), FP32 as TF32 where TF32 is allowed, FP8 E4M3/E5M2 with tensor-wise scales,
-INT8.  The same operations are plain functions here (:func:`mm`, :func:`matmul`, ...), and
-:func:`sparse_mm` is cuSPARSELt's 2:4 sparse GEMM (``torch.mm(to_sparse_semi_structured(A),
-B)``), which PyTorch cannot build on the CPU.
+FP16/BF16 output), FP32 as TF32 where TF32 is allowed, FP8 E4M3/E5M2 with tensor-wise or
+row-wise scales, INT8, with cuBLAS's split-K kernels and epilogues as measured.  The same
+operations are plain functions here (:func:`mm`, :func:`matmul`, ...), and :func:`sparse_mm`
+is cuSPARSELt's 2:4 sparse GEMM (``torch.mm(to_sparse_semi_structured(A), B)``), which PyTorch
+cannot build on the CPU.
 
 Every product goes through the golden model: :func:`golden.matmul` (the K chain of the tensor
-core's block fused dot-add, ``promote=128`` for ``_scaled_mm``'s default accumulation) and
-:func:`golden.sparse.cslt_mm`.  What this module adds is the library around it:
+core's block fused dot-add, ``promote=128`` for ``_scaled_mm``'s default accumulation, and its
+library keywords: ``split_k``, ``alpha``/``beta``/``c``, ``bias``, ``scale_a``/``scale_b``,
+``out_dtype``, whose rules are :mod:`golden.cublas`) and :func:`golden.sparse.cslt_mm`.  What
+this module adds is the library around it:
 
-* the kernels modelled are cuBLAS's non-split-K ones: the accumulator starts at zero and runs
-  the whole K as one chain (measured on the ``tests/data/silicon/torch/`` captures).  For small
-  M and N with a large K cuBLAS may pick a split-K kernel whose reduction order is not known;
-  ``CUBLAS_WORKSPACE_CONFIG=:0:0`` makes it pick the modelled kernels;
-* the epilogue, in FP32: ``D = alpha * acc + beta * C`` (an FMA, one rounding to nearest-even,
-  as CUTLASS's linear combination computes it; C is ``addmm``'s input or ``linear``'s bias),
-  then one round to nearest-even to the output type.  With alpha = 1 and beta = 0 (``mm``,
-  ``matmul``, ``bmm``, ``linear`` without a bias, ``_scaled_mm`` with scales 1) the result is
-  the accumulator itself, which the captures check; the epilogue with C, alpha, beta or scales
-  other than 1 is not in them;
-* ``_scaled_mm``: alpha = scale_a * scale_b (rounded to FP32), bias as C.
+* which kernel cuBLAS ran: the split count of its split-K kernels, per GEMM (``split_k`` of
+  :class:`emulate`: ``"auto"``, the counts measured on the captured shapes, or what
+  :func:`kernels_from_profile` read from a GPU run's profile);
+* which epilogue PyTorch asks for: ``addmm`` with beta != 1 (one FMA), with beta = 1 (the
+  product rounded to the output type, then C added), a 1-D bias (``linear``, the cuBLASLt bias
+  epilogue), ``_scaled_mm``'s tensor-wise or row-wise scales and bias.  Combinations the
+  captures do not pin down (split-K with beta = 1, cuBLASLt's bias epilogue with alpha != 1,
+  TF32 split-K) raise :class:`Unsupported`.
 
 Under the mode, tensors on another device (a real GPU, ``meta``) go to PyTorch untouched.  A
 GEMM on CPU tensors that the model does not cover (FP32 without TF32, float64, integers other
-than ``_int_mm``, FP8 in ``mm``, row-wise FP8 scales, FP8 output, a vector dot product, inputs
+than ``_int_mm``, FP8 in ``mm``, block-wise FP8 scales, FP8 output, a vector dot product, inputs
 that require grad with grad mode on) and the GEMM-like operations that it does not model
 (``einsum``, ``mv``, convolutions, ``scaled_dot_product_attention``, ... :data:`UNMODELLED`)
 raise :class:`Unsupported`; with ``emulate(strict=False)`` PyTorch computes them on the CPU
