@@ -27,17 +27,15 @@ alpha != 1 on FP16/BF16 inputs, split-K on other inputs than FP16/BF16.
 
 from __future__ import annotations
 
-import json
 from math import ceil
 
 import ml_dtypes
 import numpy as np
 
-from .sparse import KernelCheck, _bf16_rne
+from .sparse import _bf16_rne
 
 __all__ = ["SPLIT_K_TILE", "SPLIT_K_MAX_OUTPUTS", "split_k_auto", "split_slices", "rne32",
-           "fma32", "round_out", "out_format", "epilogue", "is_cublas_file", "file_calls",
-           "verify_file"]
+           "fma32", "round_out", "out_format", "epilogue"]
 
 #: K granularity of cuBLAS's split-K slices (the kernels' K tile).
 SPLIT_K_TILE = 64
@@ -171,125 +169,3 @@ def epilogue(acc, out_dtype=np.float32, *, alpha=1.0, beta=None, c=None, bias=No
         if beta == 1:
             return round_out(rne32(round_out(y, out_dtype).astype(np.float32) + c), out_dtype)
         return round_out(fma32(alpha, acc, rne32(beta * c)), out_dtype)     # rule 2
-
-
-# -- capture files ---------------------------------------------------------------------------------
-
-_KINDS = ("splitk", "epilogue", "fp8")
-_IN = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn}
-_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32}
-
-
-def _meta(data) -> dict:
-    try:
-        return json.loads(str(data["meta"]))
-    except (KeyError, ValueError):
-        return {}
-
-
-def is_cublas_file(data: dict) -> bool:
-    """Whether a loaded capture is one of ``torch_splitk/``: meta ``kind`` splitk, epilogue or
-    fp8 with the cuBLASLt log's ``numSplitsK`` per output (the FP8 tile files of ``lowprec/``
-    share the kind, not the log)."""
-    meta = _meta(data)
-    return meta.get("kind") in _KINDS and "numSplitsK" in meta
-
-
-def _floats(data, key, dtype, where):
-    if key not in data:
-        raise ValueError(f"{where}: missing key {key!r}")
-    arr = np.asarray(data[key])
-    want = _BITS[np.dtype(dtype).itemsize]
-    if arr.dtype != want:
-        raise ValueError(f"{where}: {key!r} must be {np.dtype(want).name} bits, not {arr.dtype}")
-    return arr.view(dtype)
-
-
-def file_calls(data, where="file") -> list[tuple[str, dict]]:
-    """Every output key of a ``torch_splitk/`` capture with the :func:`golden.matmul` keywords
-    that compute it (besides ``a`` and ``b``): ``[(key, kwargs), ...]``, the split count from
-    the file's ``numSplitsK``, alpha / beta / scales from its ``meta``."""
-    meta = _meta(data)
-    kind, fmt = meta.get("kind"), meta.get("dtype")
-    if kind not in _KINDS or fmt not in _IN:
-        raise ValueError(f"{where}: not a torch_splitk capture (meta kind {kind!r}, dtype {fmt!r})")
-    in_dt = _IN[fmt]
-    splits = meta.get("numSplitsK", {})
-    out = []
-    for key in [k for k in data if k.startswith(("d_", "d32_"))]:
-        d = data[key]
-        f32 = d.dtype == np.uint32
-        kw = {"split_k": int(splits.get(key, 1))}
-        if kind == "fp8":
-            parts = key.split("_")          # d_{tw,rw}_{fast,slow}_{f32,bf16,f16}[_bias]
-            if len(parts) < 4 or parts[1] not in ("tw", "rw") or parts[2] not in ("fast", "slow"):
-                raise ValueError(f"{where}: unknown FP8 key {key!r}")
-            kw = {"out_dtype": {"f32": np.float32, "bf16": ml_dtypes.bfloat16,
-                                "f16": np.float16}[parts[3]],
-                  "promote": None if parts[2] == "fast" else 128}
-            if parts[1] == "tw":
-                kw["scale_a"] = np.float32(meta["scale_a_tw"])
-                kw["scale_b"] = np.float32(meta["scale_b_tw"])
-            else:
-                kw["scale_a"] = _floats(data, "sa", np.float32, where)
-                kw["scale_b"] = _floats(data, "sb", np.float32, where)
-            if key.endswith("_bias"):
-                kw["bias"] = _floats(data, "bias_f16" if parts[3] == "f16" else "bias_bf16",
-                                     np.float16 if parts[3] == "f16" else ml_dtypes.bfloat16, where)
-            out.append((key, kw))
-            continue
-        kw["out_dtype"] = np.float32 if f32 else in_dt
-        alpha, beta = float(meta.get("alpha", 1)), float(meta.get("beta", 1))
-        c = _floats(data, "c", in_dt, where)
-        op = key.split("_")[1] if kind == "splitk" else "_".join(key.split("_")[1:])
-        if kind == "splitk":
-            op = {"rr0": "mm", "rr1": "mm", "addmm": "addmm_ab", "lin": "lin",
-                  "matmulT": "matmulT"}.get(op)
-        if op in ("mm", "matmulT"):
-            pass
-        elif op == "lin":
-            kw["bias"] = _floats(data, "bias", in_dt, where)
-        elif op in ("addmm_ab", "addmm_11", "addmm_a1", "addmm_1b"):
-            a_, b_ = {"ab": (alpha, beta), "11": (1, 1), "a1": (alpha, 1),
-                      "1b": (1, beta)}[op.split("_")[1]]
-            kw.update(c=c.astype(np.float32) if f32 else c, alpha=a_, beta=b_)
-        elif op == "addmm_bias_ab":
-            bias = _floats(data, "bias", in_dt, where)
-            kw.update(c=np.broadcast_to(bias, d.shape), alpha=alpha, beta=beta)
-        else:
-            raise ValueError(f"{where}: unknown key {key!r}")
-        out.append((key, kw))
-    return out
-
-
-def verify_file(source, *, where=None) -> list[KernelCheck]:
-    """Check every output of a ``torch_splitk/`` capture (a path or a loaded dict) against
-    :func:`golden.matmul` with the file's split counts, alpha, beta, C, bias and scales;
-    a list of :class:`golden.sparse.KernelCheck` (``kind="cublas"``)."""
-    from .floats import matmul
-    if not isinstance(source, dict):
-        where = where or str(source)
-        with np.load(source, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    else:
-        data, where = source, where or "file"
-    meta = _meta(data)
-    fmt = meta.get("dtype")
-    calls = file_calls(data, where)
-    a = _floats(data, "a", _IN[fmt], where)
-    b = _floats(data, "b", _IN[fmt], where)
-    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
-        raise ValueError(f"{where}: a {a.shape} and b {b.shape} are not an (M, K) x (K, N) GEMM")
-    m, k = a.shape
-    n = b.shape[1]
-    out = []
-    for key, kw in calls:
-        want = np.asarray(data[key])
-        if want.shape != (m, n):
-            raise ValueError(f"{where}: {key!r} must be ({m}, {n}), not {want.shape}")
-        got = matmul(a, b, **kw)
-        bad = int((got.view(want.dtype) != want).sum())
-        s = kw.get("split_k", 1)
-        out.append(KernelCheck(key.removeprefix("d_"), int(want.size), bad,
-                               "cublas", f"gemm {m}x{k}x{n}" + (f", split-K {s}" if s > 1 else "")))
-    return out

@@ -15,8 +15,8 @@ import pytest
 
 import golden
 from golden import cublas
-from golden.cublas import file_calls, fma32, rne32, round_out, split_k_auto, verify_file
-from golden.silicon import load
+from golden.cublas import fma32, rne32, round_out, split_k_auto
+from golden.silicon import cublas_calls, load, verify_cublas_file
 
 from .conftest import SILICON
 
@@ -48,7 +48,7 @@ def test_the_capture_files_are_here_with_their_readme():
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: p.stem)
 def test_every_output_bit_exact_through_golden_matmul(path):
-    checks = verify_file(path)
+    checks = verify_cublas_file(path)
     data = load(path)
     assert [c.name for c in checks] == [k.removeprefix("d_") for k in data
                                         if k.startswith(("d_", "d32_"))]
@@ -96,7 +96,7 @@ def _calls(paths):
     for path in paths:
         data = load(path)
         a, b = _ab(data)
-        for key, kw in file_calls(data, str(path)):
+        for key, kw in cublas_calls(data, str(path)):
             yield data, a, b, key, kw
 
 

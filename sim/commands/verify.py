@@ -96,7 +96,7 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
     cluster where given (golden backend)."""
     import numpy as np
     from golden.silicon import KERNELS, Problem, VectorFileError, kernels_in, load, problem
-    from golden.cublas import is_cublas_file, verify_file as verify_cublas
+    from golden.silicon import is_cublas_file, verify_cublas_file as verify_cublas
     from golden.sparse import is_sparse_file, verify_file as verify_sparse
     from sim.backends import RTL_BACKENDS, BackendError, run_tiles
     from sim.gemm import run_gemm
