@@ -1,7 +1,7 @@
 """tcore.torch: PyTorch's GEMMs under ``tcore.torch.emulate()`` against the H200 captures.
 
-Every expected value in the capture tests is the silicon's bits from ``tests/data/silicon/torch/``
-and ``sparse_torch/`` (or those bits rounded to FP16/BF16 by NumPy / ml_dtypes, where the README
+Every expected value in the capture tests is the silicon's bits from ``tests/data/silicon/torch/``,
+``torch_splitk/`` and ``sparse_torch/`` (or those bits rounded to FP16/BF16 by NumPy / ml_dtypes, where the README
 says the library's FP16/BF16 output is that rounding).  The other tests check the dispatch
 (methods, ``@``, ``nn.Linear``), the epilogue, and what is refused or handed back to PyTorch.
 
