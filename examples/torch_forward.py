@@ -16,7 +16,9 @@ and in float64 on the float32 master weights, the reference.  The table gives, p
 relative error (Frobenius norm) of each run's output against the float64 run, and the share of
 outputs where PyTorch's CPU result differs from the H200's on the same layer inputs.  Only the
 GEMMs are the H200's: the quantisation, ReLU and casts are PyTorch's CPU elementwise operations
-(IEEE operations that a GPU computes the same way).
+(IEEE operations that a GPU computes the same way).  The bias epilogue of both and the FP8
+scales follow the rules measured on the ``tests/data/silicon/torch_splitk/`` captures
+(``golden/cublas.py``, ``docs/numerics.md``).
 """
 
 from __future__ import annotations

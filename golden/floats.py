@@ -19,6 +19,7 @@ int8 or uint8, int8                 S8 / U8 x S8           None (int32)
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from .mma import instr_of, mma
@@ -27,7 +28,6 @@ __all__ = ["matmul"]
 
 
 def _dtypes():
-    import ml_dtypes
     return {np.dtype(np.float16): "fp16", np.dtype(ml_dtypes.bfloat16): "bf16",
             np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2",
             np.dtype(np.float32): "tf32", np.dtype(np.int8): "s8", np.dtype(np.uint8): "u8"}
@@ -50,7 +50,8 @@ def _formats(a, b):
 
 
 def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False, promote=None,
-           engine=None, workers=None):
+           engine=None, workers=None, split_k=None, alpha=None, beta=None, bias=None,
+           scale_a=None, scale_b=None, out_dtype=None):
     """D = A·B + C as an NVIDIA tensor core computes it (default: an H200).
 
     Parameters
@@ -84,6 +85,17 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
         NumPy twin, the same bits; output tiles spread over ``workers`` threads (default: every
         core).
 
+    split_k, alpha, beta, bias, scale_a, scale_b, out_dtype
+        A library GEMM (cuBLAS / cuBLASLt as PyTorch calls them, :mod:`golden.cublas`): any of
+        these given, the chain starts from zero and ``c`` is the epilogue's C instead of the
+        accumulator's start.  ``split_k``: the split count S of a split-K kernel (FP16/BF16;
+        None or 1: no split; 1 <= S <= ceil(K/64)).  ``alpha`` (default 1), ``beta`` (default 1
+        with ``c``): ``torch.addmm``'s; ``bias`` (N,): ``F.linear``'s or ``_scaled_mm``'s 1-D
+        bias.  ``scale_a``, ``scale_b`` (FP8 only): one value each (tensor-wise) or (M, 1) and
+        (1, N) (row-wise).  ``out_dtype``: float32 (default), float16 or bfloat16, one
+        round to nearest-even of the FP32 result at the points the rules say.  The rules, as
+        measured: :mod:`golden.cublas`, ``docs/numerics.md``.
+
     K longer than the instruction's is the chain rule: steps of the block width (16 for
     FP16/BF16, 32 for FP8, 8 for TF32 on Hopper), each step's rounded result the next one's C.
     Batch dimensions broadcast as in ``numpy.matmul``.
@@ -107,6 +119,11 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
     >>> float((a.astype(np.float64) @ a.T.astype(np.float64))[0, 0])
     1.0000001788139343
     """
+    library = {"split_k": split_k, "alpha": alpha, "beta": beta, "bias": bias,
+               "scale_a": scale_a, "scale_b": scale_b, "out_dtype": out_dtype}
+    if any(v is not None for v in library.values()):
+        return _library(a, b, c, arch=arch, instr=instr, promote=promote, engine=engine,
+                        workers=workers, out=out, saturate=saturate, **library)
     if any(hasattr(x, "__dask_graph__") for x in (a, b, c)):      # dask: golden.distributed
         from .distributed import matmul as dask_matmul
         return dask_matmul(a, b, c, out=out, arch=arch, instr=instr, saturate=saturate,
@@ -133,3 +150,79 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
                instr=instr_of(fa) if instr is None else instr, saturate=saturate,
                promote=promote, engine=engine, workers=workers)
     return bits.view(c_dtype)
+
+
+def _library(a, b, c, *, arch, instr, promote, engine, workers, out, saturate, split_k, alpha,
+             beta, bias, scale_a, scale_b, out_dtype):
+    """golden.matmul's library GEMM: the FP32 chain from zero (split where asked), then the
+    epilogue of :func:`golden.cublas.epilogue`."""
+    from . import cublas
+    if any(hasattr(x, "__dask_graph__") for x in (a, b, c, bias, scale_a, scale_b)):
+        raise ValueError("split_k, alpha, beta, bias, scales and out_dtype take NumPy arrays, "
+                         "not dask arrays")
+    a, b = np.asarray(a), np.asarray(b)
+    fa, fb = _formats(a, b)
+    if fa in ("s8", "u8"):
+        raise ValueError("split_k, alpha, beta, bias, scales and out_dtype are for floating-point "
+                         "GEMMs (INT8: torch._int_mm has none of them)")
+    if out is not None or saturate:
+        raise ValueError("a library GEMM accumulates in FP32: out and saturate do not apply "
+                         "(out_dtype is its result type)")
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError(f"a and b must be at least 2-D (..., rows, cols), not {a.shape}, {b.shape}")
+    fp8 = fa in ("e4m3", "e5m2")
+    fmt_out = cublas.out_format(np.float32 if out_dtype is None else out_dtype)
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    if (scale_a is None) != (scale_b is None):
+        raise ValueError("give both scale_a and scale_b, or neither")
+    if scale_a is not None:
+        if not fp8:
+            raise ValueError(f"scale_a and scale_b are for FP8 inputs (torch._scaled_mm), not {a.dtype}")
+        sa, sb = np.asarray(scale_a), np.asarray(scale_b)
+        for name, s in (("scale_a", sa), ("scale_b", sb)):
+            if s.dtype != np.float32:
+                raise ValueError(f"{name} must be float32, not {s.dtype}")
+        row = sa.shape == (m, 1) and sb.shape == (1, n)
+        if not row and not (sa.size == 1 and sb.size == 1):
+            raise ValueError(f"scale_a and scale_b must be one value each (tensor-wise) or "
+                             f"scale_a ({m}, 1) with scale_b (1, {n}) (row-wise), not "
+                             f"{sa.shape} and {sb.shape}")
+    if fp8 and (c is not None or alpha is not None or beta is not None):
+        raise ValueError("FP8 library GEMMs (torch._scaled_mm) take scale_a, scale_b and a "
+                         "bias, not c, alpha or beta")
+    if bias is not None:
+        bias = np.asarray(bias)
+        if bias.shape != (n,):
+            raise ValueError(f"bias must be a vector of N = {n} values, not shape {bias.shape}")
+        if bias.dtype not in (np.float32, np.float16, np.dtype(ml_dtypes.bfloat16)):
+            raise ValueError(f"bias must be float32, float16 or bfloat16, not {bias.dtype}")
+    if c is not None:
+        c = np.asarray(c)
+        if c.dtype not in (np.float32, np.float16, np.dtype(ml_dtypes.bfloat16)):
+            raise ValueError(f"c (the epilogue's C) must be float32, float16 or bfloat16, "
+                             f"not {c.dtype}")
+        try:
+            np.broadcast_shapes(c.shape, a.shape[:-2] + (m, n))
+        except ValueError:
+            raise ValueError(f"c of shape {c.shape} does not broadcast to the result "
+                             f"{a.shape[:-2] + (m, n)}") from None
+    s = 1 if split_k is None else split_k
+    slices = cublas.split_slices(k, s)
+    if len(slices) > 1 and fa not in ("fp16", "bf16"):
+        raise ValueError(f"split_k > 1 is measured for FP16/BF16 inputs only, not {a.dtype}")
+    instr = instr_of(fa) if instr is None else instr
+
+    def chain(lo, hi):
+        aa, bb = a[..., lo:hi], b[..., lo:hi, :]
+        zero = np.zeros(np.broadcast_shapes(aa.shape[:-2], bb.shape[:-2]) + (m, n), np.uint32)
+        return mma(aa.view(_BITS[a.itemsize]), bb.view(_BITS[b.itemsize]), zero, in_fmt=fa,
+                   b_fmt=fb, out_fmt="fp32", arch=arch, instr=instr, promote=promote,
+                   engine=engine, workers=workers).view(np.float32)
+
+    acc = chain(*slices[0])
+    with np.errstate(invalid="ignore", over="ignore"):
+        for lo, hi in slices[1:]:
+            acc = acc + chain(lo, hi)           # float32 addition in K order: RNE
+    return cublas.epilogue(acc, fmt_out, alpha=1.0 if alpha is None else alpha, beta=beta, c=c,
+                           bias=bias, scale_a=scale_a, scale_b=scale_b, split=s > 1)

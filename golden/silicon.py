@@ -10,6 +10,10 @@ They are told apart by ``a.ndim``; which kernels a file holds, by its ``d_<kerne
 operands' dtypes follow from the kernel (uint16 FP16/BF16, uint32 TF32, uint8 FP8 and INT8).  :func:`problem` turns either into a batch of 16-row by
 16-column output tiles with their full K, which is how the matmulT kernel computes a GEMM (one
 warp per 16x16 tile of C, K in steps of 16).
+
+The ``torch_splitk/`` captures of cuBLAS library GEMMs have their own layout (README there):
+whole GEMMs whose calls' alpha, beta, bias and scales are in ``meta``; :func:`verify_cublas_file`
+checks them through :func:`golden.matmul`'s library keywords.
 """
 
 from __future__ import annotations
@@ -18,11 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 import zipfile
 
+import json
+
+import ml_dtypes
 import numpy as np
 
 from numerics.formats import INPUT_FORMATS, OUTPUT_BITS, dtype_of
 
-__all__ = ["Kernel", "KERNELS", "VectorFileError", "Problem", "load", "problem", "kernels_in"]
+__all__ = ["Kernel", "KERNELS", "VectorFileError", "Problem", "load", "problem", "kernels_in",
+           "is_cublas_file", "cublas_calls", "verify_cublas_file"]
 
 
 class VectorFileError(ValueError):
@@ -182,3 +190,126 @@ def problem(data: dict, kernel: str, tiles: int | None = None, where: str = "fil
     return Problem(kern, a[r16], b[:, c16].transpose(1, 0, 2),
                    c[r16[:, :, None], c16[:, None, :]], d[r16[:, :, None], c16[:, None, :]],
                    (m, k, n))
+
+
+# -- cuBLAS library captures (torch_splitk/) --------------------------------------------------------
+
+_CUBLAS_KINDS = ("splitk", "epilogue", "fp8")
+_CUBLAS_IN = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn}
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
+
+
+def _json_meta(data) -> dict:
+    try:
+        return json.loads(str(data["meta"]))
+    except (KeyError, ValueError):
+        return {}
+
+
+def is_cublas_file(data: dict) -> bool:
+    """Whether a loaded capture is one of ``torch_splitk/``: meta ``kind`` splitk, epilogue or
+    fp8 with the cuBLASLt log's ``numSplitsK`` per output (the FP8 tile files of ``lowprec/``
+    share the kind, not the log)."""
+    meta = _json_meta(data)
+    return meta.get("kind") in _CUBLAS_KINDS and "numSplitsK" in meta
+
+
+def _floats(data, key, dtype, where):
+    if key not in data:
+        raise ValueError(f"{where}: missing key {key!r}")
+    arr = np.asarray(data[key])
+    want = _UINT[np.dtype(dtype).itemsize]
+    if arr.dtype != want:
+        raise ValueError(f"{where}: {key!r} must be {np.dtype(want).name} bits, not {arr.dtype}")
+    return arr.view(dtype)
+
+
+def cublas_calls(data, where="file") -> list[tuple[str, dict]]:
+    """Every output key of a ``torch_splitk/`` capture with the :func:`golden.matmul` keywords
+    that compute it (besides ``a`` and ``b``): ``[(key, kwargs), ...]``, the split count from
+    the file's ``numSplitsK``, alpha / beta / scales from its ``meta``."""
+    meta = _json_meta(data)
+    kind, fmt = meta.get("kind"), meta.get("dtype")
+    if kind not in _CUBLAS_KINDS or fmt not in _CUBLAS_IN:
+        raise ValueError(f"{where}: not a torch_splitk capture (meta kind {kind!r}, dtype {fmt!r})")
+    in_dt = _CUBLAS_IN[fmt]
+    splits = meta.get("numSplitsK", {})
+    out = []
+    for key in [k for k in data if k.startswith(("d_", "d32_"))]:
+        d = data[key]
+        f32 = d.dtype == np.uint32
+        kw = {"split_k": int(splits.get(key, 1))}
+        if kind == "fp8":
+            parts = key.split("_")          # d_{tw,rw}_{fast,slow}_{f32,bf16,f16}[_bias]
+            if len(parts) < 4 or parts[1] not in ("tw", "rw") or parts[2] not in ("fast", "slow"):
+                raise ValueError(f"{where}: unknown FP8 key {key!r}")
+            kw = {"out_dtype": {"f32": np.float32, "bf16": ml_dtypes.bfloat16,
+                                "f16": np.float16}[parts[3]],
+                  "promote": None if parts[2] == "fast" else 128}
+            if parts[1] == "tw":
+                kw["scale_a"] = np.float32(meta["scale_a_tw"])
+                kw["scale_b"] = np.float32(meta["scale_b_tw"])
+            else:
+                kw["scale_a"] = _floats(data, "sa", np.float32, where)
+                kw["scale_b"] = _floats(data, "sb", np.float32, where)
+            if key.endswith("_bias"):
+                kw["bias"] = _floats(data, "bias_f16" if parts[3] == "f16" else "bias_bf16",
+                                     np.float16 if parts[3] == "f16" else ml_dtypes.bfloat16, where)
+            out.append((key, kw))
+            continue
+        kw["out_dtype"] = np.float32 if f32 else in_dt
+        alpha, beta = float(meta.get("alpha", 1)), float(meta.get("beta", 1))
+        c = _floats(data, "c", in_dt, where)
+        op = key.split("_")[1] if kind == "splitk" else "_".join(key.split("_")[1:])
+        if kind == "splitk":
+            op = {"rr0": "mm", "rr1": "mm", "addmm": "addmm_ab", "lin": "lin",
+                  "matmulT": "matmulT"}.get(op)
+        if op in ("mm", "matmulT"):
+            pass
+        elif op == "lin":
+            kw["bias"] = _floats(data, "bias", in_dt, where)
+        elif op in ("addmm_ab", "addmm_11", "addmm_a1", "addmm_1b"):
+            a_, b_ = {"ab": (alpha, beta), "11": (1, 1), "a1": (alpha, 1),
+                      "1b": (1, beta)}[op.split("_")[1]]
+            kw.update(c=c.astype(np.float32) if f32 else c, alpha=a_, beta=b_)
+        elif op == "addmm_bias_ab":
+            bias = _floats(data, "bias", in_dt, where)
+            kw.update(c=np.broadcast_to(bias, d.shape), alpha=alpha, beta=beta)
+        else:
+            raise ValueError(f"{where}: unknown key {key!r}")
+        out.append((key, kw))
+    return out
+
+
+def verify_cublas_file(source, *, where=None) -> list:
+    """Check every output of a ``torch_splitk/`` capture (a path or a loaded dict) against
+    :func:`golden.matmul` with the file's split counts, alpha, beta, C, bias and scales
+    (:mod:`golden.cublas`); a list of :class:`golden.sparse.KernelCheck` (``kind="cublas"``)."""
+    from .floats import matmul
+    from .sparse import KernelCheck
+    if not isinstance(source, dict):
+        where = where or str(source)
+        with np.load(source, allow_pickle=False) as z:
+            data = {k: z[k] for k in z.files}
+    else:
+        data, where = source, where or "file"
+    meta = _json_meta(data)
+    fmt = meta.get("dtype")
+    calls = cublas_calls(data, where)
+    a = _floats(data, "a", _CUBLAS_IN[fmt], where)
+    b = _floats(data, "b", _CUBLAS_IN[fmt], where)
+    if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"{where}: a {a.shape} and b {b.shape} are not an (M, K) x (K, N) GEMM")
+    m, k = a.shape
+    n = b.shape[1]
+    out = []
+    for key, kw in calls:
+        want = np.asarray(data[key])
+        if want.shape != (m, n):
+            raise ValueError(f"{where}: {key!r} must be ({m}, {n}), not {want.shape}")
+        got = matmul(a, b, **kw)
+        bad = int((got.view(want.dtype) != want).sum())
+        s = kw.get("split_k", 1)
+        out.append(KernelCheck(key.removeprefix("d_"), int(want.size), bad,
+                               "cublas", f"gemm {m}x{k}x{n}" + (f", split-K {s}" if s > 1 else "")))
+    return out

@@ -4,30 +4,30 @@
 ``torch.mm``, ``torch.matmul`` (and ``@``), ``torch.bmm``, ``torch.addmm``, ``torch.baddbmm``,
 ``torch.nn.functional.linear`` (so ``nn.Linear``), ``torch._scaled_mm`` and ``torch._int_mm``
 on CPU tensors return what cuBLAS / cuBLASLt return on an H200: FP16 and BF16 (FP32 or
-FP16/BF16 output), FP32 as TF32 where TF32 is allowed, FP8 E4M3/E5M2 with tensor-wise scales,
-INT8.  The same operations are plain functions here (:func:`mm`, :func:`matmul`, ...), and
-:func:`sparse_mm` is cuSPARSELt's 2:4 sparse GEMM (``torch.mm(to_sparse_semi_structured(A),
-B)``), which PyTorch cannot build on the CPU.
+FP16/BF16 output), FP32 as TF32 where TF32 is allowed, FP8 E4M3/E5M2 with tensor-wise or
+row-wise scales, INT8, with cuBLAS's split-K kernels and epilogues as measured.  The same
+operations are plain functions here (:func:`mm`, :func:`matmul`, ...), and :func:`sparse_mm`
+is cuSPARSELt's 2:4 sparse GEMM (``torch.mm(to_sparse_semi_structured(A), B)``), which PyTorch
+cannot build on the CPU.
 
 Every product goes through the golden model: :func:`golden.matmul` (the K chain of the tensor
-core's block fused dot-add, ``promote=128`` for ``_scaled_mm``'s default accumulation) and
-:func:`golden.sparse.cslt_mm`.  What this module adds is the library around it:
+core's block fused dot-add, ``promote=128`` for ``_scaled_mm``'s default accumulation, and its
+library keywords: ``split_k``, ``alpha``/``beta``/``c``, ``bias``, ``scale_a``/``scale_b``,
+``out_dtype``, whose rules are :mod:`golden.cublas`) and :func:`golden.sparse.cslt_mm`.  What
+this module adds is the library around it:
 
-* the kernels modelled are cuBLAS's non-split-K ones: the accumulator starts at zero and runs
-  the whole K as one chain (measured on the ``tests/data/silicon/torch/`` captures).  For small
-  M and N with a large K cuBLAS may pick a split-K kernel whose reduction order is not known;
-  ``CUBLAS_WORKSPACE_CONFIG=:0:0`` makes it pick the modelled kernels;
-* the epilogue, in FP32: ``D = alpha * acc + beta * C`` (an FMA, one rounding to nearest-even,
-  as CUTLASS's linear combination computes it; C is ``addmm``'s input or ``linear``'s bias),
-  then one round to nearest-even to the output type.  With alpha = 1 and beta = 0 (``mm``,
-  ``matmul``, ``bmm``, ``linear`` without a bias, ``_scaled_mm`` with scales 1) the result is
-  the accumulator itself, which the captures check; the epilogue with C, alpha, beta or scales
-  other than 1 is not in them;
-* ``_scaled_mm``: alpha = scale_a * scale_b (rounded to FP32), bias as C.
+* which kernel cuBLAS ran: the split count of its split-K kernels, per GEMM (``split_k`` of
+  :class:`emulate`: ``"auto"``, the counts measured on the captured shapes, or what
+  :func:`kernels_from_profile` read from a GPU run's profile);
+* which epilogue PyTorch asks for: ``addmm`` with beta != 1 (one FMA), with beta = 1 (the
+  product rounded to the output type, then C added), a 1-D bias (``linear``, the cuBLASLt bias
+  epilogue), ``_scaled_mm``'s tensor-wise or row-wise scales and bias.  Combinations the
+  captures do not pin down (split-K with beta = 1, cuBLASLt's bias epilogue with alpha != 1,
+  TF32 split-K) raise :class:`Unsupported`.
 
 Under the mode, tensors on another device (a real GPU, ``meta``) go to PyTorch untouched.  A
 GEMM on CPU tensors that the model does not cover (FP32 without TF32, float64, integers other
-than ``_int_mm``, FP8 in ``mm``, row-wise FP8 scales, FP8 output, a vector dot product, inputs
+than ``_int_mm``, FP8 in ``mm``, block-wise FP8 scales, FP8 output, a vector dot product, inputs
 that require grad with grad mode on) and the GEMM-like operations that it does not model
 (``einsum``, ``mv``, convolutions, ``scaled_dot_product_attention``, ... :data:`UNMODELLED`)
 raise :class:`Unsupported`; with ``emulate(strict=False)`` PyTorch computes them on the CPU
@@ -39,7 +39,8 @@ results carry no autograd history.
 from __future__ import annotations
 
 import numbers
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 
 import ml_dtypes
 import numpy as np
@@ -48,12 +49,12 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 import golden
+from golden import cublas as gcublas
 from golden import sparse as gsparse
-from golden.sparse import _bf16_rne
 
 __all__ = ["emulate", "Unsupported", "ARCHS", "UNMODELLED", "mm", "matmul", "bmm", "addmm",
            "baddbmm", "linear", "scaled_mm", "int_mm", "sparse_mm", "prune_24", "tf32_allowed",
-           "SEGMENT_K_FROM"]
+           "SEGMENT_K_FROM", "GemmKernel", "kernels_from_profile", "split_counts"]
 
 #: The ``arch`` names taken, with the golden model's parameter set of each (H100 and H200 are
 #: the same sm_90 die; the rules were measured on an H200).
@@ -78,9 +79,38 @@ class _Opts:
     strict: bool = True
     workers: int | None = None
     plain: bool = False            # a plain function: any device, always strict
+    split_k: object = "auto"       # "auto", an int, a dict {(M, K, N): S} or a callable
 
 
-def _options(arch, allow_tf32, workers, *, strict=True, plain=False) -> _Opts:
+def _split_option(split_k):
+    """``split_k`` checked, a profile's records turned into their dict."""
+    if isinstance(split_k, str):
+        if split_k != "auto":
+            raise ValueError(f"split_k must be 'auto', an int, a dict {{(M, K, N): S}} or a "
+                             f"callable (M, K, N, dtype) -> S, not {split_k!r}")
+        return split_k
+    if isinstance(split_k, bool):
+        raise ValueError(f"split_k must be 'auto', an int, a dict or a callable, not {split_k!r}")
+    if isinstance(split_k, numbers.Integral):
+        if split_k < 1:
+            raise ValueError(f"split_k must be at least 1 (1 = no split), not {split_k}")
+        return int(split_k)
+    if isinstance(split_k, (list, tuple)) and all(isinstance(r, GemmKernel) for r in split_k):
+        return split_counts(split_k)
+    if isinstance(split_k, dict):
+        for key, val in split_k.items():
+            if (not isinstance(key, tuple) or len(key) != 3 or isinstance(val, bool)
+                    or not isinstance(val, numbers.Integral) or val < 1):
+                raise ValueError(f"split_k dict entries are (M, K, N): S with S >= 1, not "
+                                 f"{key!r}: {val!r}")
+        return dict(split_k)
+    if callable(split_k):
+        return split_k
+    raise ValueError(f"split_k must be 'auto', an int, a dict {{(M, K, N): S}}, a callable "
+                     f"(M, K, N, dtype) -> S or kernels_from_profile's records, not {split_k!r}")
+
+
+def _options(arch, allow_tf32, workers, *, strict=True, plain=False, split_k="auto") -> _Opts:
     key = str(arch).lower()
     if key not in ARCHS:
         raise ValueError(f"arch must be one of {', '.join(ARCHS)}, not {arch!r} (the cuBLAS rules "
@@ -90,7 +120,7 @@ def _options(arch, allow_tf32, workers, *, strict=True, plain=False) -> _Opts:
                          f"not {allow_tf32!r}")
     if workers is not None and int(workers) < 1:
         raise ValueError(f"workers must be at least 1, not {workers!r}")
-    return _Opts(ARCHS[key], allow_tf32, bool(strict), workers, plain)
+    return _Opts(ARCHS[key], allow_tf32, bool(strict), workers, plain, _split_option(split_k))
 
 
 def tf32_allowed() -> bool:
@@ -143,53 +173,12 @@ def _to_numpy(t: torch.Tensor) -> np.ndarray:
     return t.view(raw_t).numpy().view(raw_n).view(_NP[t.dtype])
 
 
-def _tensor(d: np.ndarray, dtype) -> torch.Tensor:
-    """An FP32 (or int32) result as a tensor of ``dtype``: FP16 and BF16 are one round to
-    nearest-even (a NaN becomes the canonical 0x7FFF, as the GPU's conversion gives)."""
+def _tensor(d: np.ndarray) -> torch.Tensor:
+    """A result array (float32, float16, bfloat16 or int32) as a tensor, bits unchanged."""
     d = np.ascontiguousarray(d)
-    if dtype in (torch.float32, torch.int32):
-        return torch.from_numpy(d)
-    if dtype == torch.float16:
-        with np.errstate(over="ignore", invalid="ignore"):
-            bits = d.astype(np.float16).view(np.uint16)
-        bits[np.isnan(d)] = 0x7FFF
-        return torch.from_numpy(bits.view(np.float16))
-    if dtype == torch.bfloat16:
-        bits = _bf16_rne(d.view(np.uint32))
-        return torch.from_numpy(bits.view(np.int16)).view(torch.bfloat16)
-    raise AssertionError(dtype)
-
-
-def _fma32(x, y, z):
-    """fl32(x * y + z) with one rounding to nearest-even, on float32 arrays: the exact product
-    in float64, the sum rounded to odd in float64 (TwoSum), then to float32 (53 >= 24 + 2 bits,
-    so the double rounding is exact)."""
-    x, y, z = (np.asarray(v, np.float64) for v in (x, y, z))
-    p = x * y
-    s = p + z
-    t = s - z
-    e = (p - t) + (z - (s - t))
-    bump = np.isfinite(s) & np.isfinite(e) & (e != 0) & ((s.view(np.int64) & 1) == 0)
-    s = np.where(bump, np.nextafter(s, np.where(e > 0, np.inf, -np.inf)), s)
-    return s.astype(np.float32)
-
-
-def _epilogue(acc, alpha=1.0, c=None, beta=1.0):
-    """cuBLAS's FP32 epilogue: alpha * acc + beta * C, one rounding (C absent or beta = 0:
-    alpha * acc); NaN canonical (0x7FFFFFFF).  ``acc`` is golden's FP32 accumulator."""
-    acc = np.asarray(acc, np.float32)
-    alpha = np.float32(alpha)
-    with np.errstate(all="ignore"):
-        if c is None or beta == 0:
-            d = acc if alpha == 1 else alpha * acc
-        else:
-            z = np.asarray(c, np.float32)
-            if beta != 1:
-                z = np.float32(beta) * z
-            d = acc + z if alpha == 1 else _fma32(alpha, acc, z)
-    d = np.array(d, np.float32)
-    d.view(np.uint32)[np.isnan(d)] = 0x7FFFFFFF
-    return d
+    if d.dtype == ml_dtypes.bfloat16:
+        return torch.from_numpy(d.view(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(d)
 
 
 # -- checks --------------------------------------------------------------------------------------
@@ -218,9 +207,31 @@ def _tf32(opts: _Opts) -> bool:
     return tf32_allowed() if opts.allow_tf32 is None else opts.allow_tf32
 
 
-def _accumulate(opts: _Opts, a: torch.Tensor, b: torch.Tensor, what: str) -> np.ndarray:
-    """golden.matmul's FP32 accumulator of two FP16, BF16 or FP32 (TF32) tensors, the whole K
-    as one chain from zero (cuBLAS's non-split-K kernels)."""
+def _split_count(opts: _Opts, key, dtype, batched: bool) -> int:
+    """The split count of one GEMM of PyTorch shape ``key`` = (M, K, N) under ``opts``."""
+    m, k, n = key
+    rule = opts.split_k
+    if isinstance(rule, dict):
+        rule = rule.get(tuple(int(v) for v in key), "auto")
+    if rule == "auto":
+        # The measured heuristic covers FP16/BF16 GEMMs of one matrix (torch_splitk/README).
+        if batched or dtype not in (torch.float16, torch.bfloat16, torch.float32):
+            return 1
+        s = gcublas.split_k_auto(m, k, n)
+        if s > 1 and dtype == torch.float32:
+            _unsupported(opts, f"a {m}x{k}x{n} TF32 GEMM: cuBLAS picks split-K for FP16/BF16 "
+                               "at this shape, and TF32 split-K is not in the captures; pass "
+                               "split_k (1 if the GPU's profile shows no splitK kernel)")
+        return s
+    s = rule(m, k, n, dtype) if callable(rule) else rule
+    if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 1:
+        raise ValueError(f"split_k gave {s!r} for {m}x{k}x{n}: the split count must be an int >= 1")
+    return int(s)
+
+
+def _check_inputs(opts: _Opts, a: torch.Tensor, b: torch.Tensor, what: str):
+    """Refuse what cuBLAS's FP16 / BF16 / TF32 GEMMs do not take (FP8, integers, FP32 without
+    TF32, mixed dtypes)."""
     if a.dtype != b.dtype:
         _unsupported(opts, f"{what} of {a.dtype} and {b.dtype}: both inputs must have one dtype")
     dt = a.dtype
@@ -236,7 +247,33 @@ def _accumulate(opts: _Opts, a: torch.Tensor, b: torch.Tensor, what: str) -> np.
     elif dt not in (torch.float16, torch.bfloat16):
         _unsupported(opts, f"{what} on {dt} tensors is not modelled (FP16, BF16, FP32 as TF32; "
                            "FP8 through torch._scaled_mm, INT8 through torch._int_mm)")
-    return golden.matmul(_to_numpy(a), _to_numpy(b), arch=opts.arch, workers=opts.workers)
+
+
+def _gemm(opts: _Opts, a: torch.Tensor, b: torch.Tensor, what: str, out_dtype, key=None, *,
+          c=None, alpha=None, beta=None, bias=None) -> np.ndarray:
+    """One cuBLAS GEMM of FP16, BF16 or FP32 (TF32) tensors through golden.matmul: the K chain
+    from zero (split-K where the split count says so), the epilogue of golden.cublas, the
+    result in ``out_dtype``.  ``key`` is the (M, K, N) the split count is chosen by (PyTorch's
+    own shape, batch folded into M where PyTorch folds it); None: a's and b's last two axes,
+    batched when either has batch axes."""
+    _check_inputs(opts, a, b, what)
+    batched = False
+    if key is None:
+        key = (a.shape[-2], a.shape[-1], b.shape[-1])
+        batched = a.dim() > 2 or b.dim() > 2
+    split = _split_count(opts, key, a.dtype, batched)
+    if split > 1 and a.dtype == torch.float32:
+        _unsupported(opts, f"{what}: split-K TF32 (split_k={split}) is not in the captures")
+    if split > 1 and c is not None and beta is not None and beta == 1:
+        _unsupported(opts, f"{what} with beta = 1 and a matrix input on a split-K kernel "
+                           f"(split_k={split}) is not in the captures (their split-K addmm has "
+                           "beta != 1); pass split_k=1 where the GPU ran no splitK kernel")
+    try:
+        return golden.matmul(_to_numpy(a), _to_numpy(b), c, arch=opts.arch, workers=opts.workers,
+                             split_k=split, alpha=alpha, beta=beta, bias=bias,
+                             out_dtype=_NP[out_dtype])
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
 
 
 def _out_dtype(opts, in_dtype, out_dtype, what):
@@ -248,8 +285,8 @@ def _out_dtype(opts, in_dtype, out_dtype, what):
                        "(out_dtype is the input dtype, or float32 for FP16/BF16)")
 
 
-def _finish(d, dtype, device, out=None):
-    t = _tensor(d, dtype)
+def _finish(d, device, out=None):
+    t = _tensor(d)
     if device.type != "cpu":
         t = t.to(device)
     if out is not None:
@@ -281,7 +318,7 @@ def _mm(opts, input, mat2, out_dtype=None, *, out=None):
     device = _enter(opts, input, mat2, out)
     _shapes("mm", input, mat2, ndim=2)
     dtype = _out_dtype(opts, input.dtype, out_dtype, "mm")
-    return _finish(_epilogue(_accumulate(opts, input, mat2, "mm")), dtype, device, out)
+    return _finish(_gemm(opts, input, mat2, "mm", dtype), device, out)
 
 
 def _bmm(opts, input, mat2, out_dtype=None, *, out=None):
@@ -290,11 +327,14 @@ def _bmm(opts, input, mat2, out_dtype=None, *, out=None):
     if input.shape[0] != mat2.shape[0]:
         raise RuntimeError(f"bmm: batch sizes {input.shape[0]} and {mat2.shape[0]} differ")
     dtype = _out_dtype(opts, input.dtype, out_dtype, "bmm")
-    return _finish(_epilogue(_accumulate(opts, input, mat2, "bmm")), dtype, device, out)
+    return _finish(_gemm(opts, input, mat2, "bmm", dtype, None if input.shape[0] > 1 else
+                         (input.shape[1], input.shape[2], mat2.shape[2])), device, out)
 
 
-def _matmul_acc(opts, input, other, what="matmul"):
-    """torch.matmul's shapes (vectors made matrices, batch broadcast) around the accumulator."""
+def _matmul_gemm(opts, input, other, what="matmul", **epi):
+    """torch.matmul's shapes (vectors made matrices, batch broadcast) around :func:`_gemm`;
+    a batched left operand times a matrix is one GEMM with the batch folded into M, as
+    at::matmul runs it."""
     if input.dim() == 0 or other.dim() == 0:
         raise RuntimeError("both arguments to matmul need to be at least 1D")
     if input.dim() == 1 and other.dim() == 1:
@@ -303,17 +343,20 @@ def _matmul_acc(opts, input, other, what="matmul"):
     a = input.unsqueeze(0) if input.dim() == 1 else input
     b = other.unsqueeze(-1) if other.dim() == 1 else other
     _shapes(what, a, b)
-    acc = _accumulate(opts, a, b, what)
+    key = None
+    if b.dim() == 2:
+        key = (int(np.prod(a.shape[:-1])), a.shape[-1], b.shape[-1])
+    d = _gemm(opts, a, b, what, input.dtype, key, **epi)
     if input.dim() == 1:
-        acc = acc[..., 0, :]
+        d = d[..., 0, :]
     if other.dim() == 1:
-        acc = acc[..., 0]
-    return acc
+        d = d[..., 0]
+    return d
 
 
 def _matmul(opts, input, other, *, out=None):
     device = _enter(opts, input, other, out)
-    return _finish(_epilogue(_matmul_acc(opts, input, other)), input.dtype, device, out)
+    return _finish(_matmul_gemm(opts, input, other), device, out)
 
 
 def _rmatmul(opts, self, other):
@@ -326,7 +369,7 @@ def _addend(opts, c, in_dtype, what):
     if c.dtype != in_dtype and not (c.dtype == torch.float32 and in_dtype in (torch.float16,
                                                                                torch.bfloat16)):
         _unsupported(opts, f"{what}: an addend of {c.dtype} with {in_dtype} inputs is not modelled")
-    return _to_numpy(c).astype(np.float32)
+    return _to_numpy(c)
 
 
 def _addmm_args(args, kwargs):
@@ -357,14 +400,26 @@ def _addmm_like(opts, what, ndim, args, kwargs):
     if ndim == 3 and m1.shape[0] != m2.shape[0]:
         raise RuntimeError(f"{what}: batch sizes {m1.shape[0]} and {m2.shape[0]} differ")
     dtype = _out_dtype(opts, m1.dtype, out_dtype, what)
-    acc = _accumulate(opts, m1, m2, what)
     cn = _addend(opts, c, m1.dtype, what)
+    shape = tuple(m1.shape[:-1]) + (m2.shape[-1],)
     try:
-        cn = np.broadcast_to(cn, acc.shape)
+        np.broadcast_shapes(cn.shape, shape)
     except ValueError:
         raise RuntimeError(f"{what}: input of shape {tuple(c.shape)} does not broadcast to "
-                           f"{acc.shape}") from None
-    return _finish(_epilogue(acc, alpha, cn, beta), dtype, device, out)
+                           f"{shape}") from None
+    alpha, beta = float(alpha), float(beta)
+    # A batch of one is a plain GEMM (PyTorch calls gemm, not the batched routine).
+    key = None if ndim == 2 or m1.shape[0] > 1 else (m1.shape[1], m1.shape[2], m2.shape[2])
+    if ndim == 2 and beta == 1 and c.dim() == 1 and c.shape[0] == m2.shape[1] and c.is_contiguous():
+        # at::addmm hands a 1-D input with beta = 1 to cuBLASLt's bias epilogue.
+        if alpha != 1:
+            _unsupported(opts, f"{what} with a 1-D input, beta = 1 and alpha = {alpha}: "
+                               "cuBLASLt's bias epilogue with alpha is not in the captures")
+        d = _gemm(opts, m1, m2, what, dtype, key, bias=cn)
+    else:
+        d = _gemm(opts, m1, m2, what, dtype, key, c=np.broadcast_to(cn, shape), alpha=alpha,
+                  beta=beta)
+    return _finish(d, device, out)
 
 
 def _addmm(opts, *args, **kwargs):
@@ -381,24 +436,50 @@ def _linear(opts, input, weight, bias=None):
         _unsupported(opts, f"linear with a {weight.dim()}-D weight is not modelled")
     w_t = weight.t()
     if bias is None:
-        return _finish(_epilogue(_matmul_acc(opts, input, w_t, "linear")), input.dtype, device)
+        return _finish(_matmul_gemm(opts, input, w_t, "linear"), device)
     if bias.dtype != input.dtype:
         raise RuntimeError(f"linear: bias is {bias.dtype}, input {input.dtype}")
     # at::linear: a 2-D input, or a contiguous one (3-D, or any with a 1-D bias), is one addmm
-    # with the bias in the GEMM's epilogue; otherwise matmul, then the bias added in the
-    # output type (an elementwise kernel: FP32 sum, rounded to the output type).
+    # (batch folded into M): a 1-D bias goes to cuBLASLt's bias epilogue, another is addmm's
+    # matrix input with beta = 1.  Otherwise matmul, then the bias added in the output type.
     fused = input.dim() == 2 or (input.is_contiguous() and (input.dim() == 3 or bias.dim() == 1))
-    bn = _to_numpy(bias).astype(np.float32)
+    bn = _to_numpy(bias)
     if fused:
         flat = input.reshape(-1, input.shape[-1])
         _shapes("linear", flat, w_t)
-        acc = _accumulate(opts, flat, w_t, "linear")
-        d = _epilogue(acc, 1, np.broadcast_to(bn, acc.shape), 1)
-        return _finish(d.reshape(tuple(input.shape[:-1]) + (weight.shape[0],)), input.dtype, device)
-    y = _tensor(_epilogue(_matmul_acc(opts, input, w_t, "linear")), input.dtype)
-    with np.errstate(all="ignore"):
-        d = _to_numpy(y).astype(np.float32) + bn
-    return _finish(_epilogue(d), input.dtype, device)
+        shape = (flat.shape[0], weight.shape[0])
+        epi = (dict(bias=bn) if bias.dim() == 1 else
+               dict(c=np.broadcast_to(bn, shape), alpha=1, beta=1))
+        d = _gemm(opts, flat, w_t, "linear", input.dtype, **epi)
+        return _finish(d.reshape(tuple(input.shape[:-1]) + (weight.shape[0],)), device)
+    y = _matmul_gemm(opts, input, w_t, "linear")
+    # The elementwise add: the output-type product plus the bias in FP32, rounded again
+    # (golden.cublas's beta = 1 epilogue on the rounded product).
+    d = gcublas.epilogue(y.astype(np.float32), y.dtype, c=np.broadcast_to(bn, y.shape), beta=1)
+    return _finish(d, device)
+
+
+def _scale_kind(opts, what, input, mat2, scale_a, scale_b) -> bool:
+    """Whether the scales are row-wise (True) or tensor-wise (False); Unsupported naming the
+    scale that is neither."""
+    m, n = input.shape[0], mat2.shape[1]
+    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
+        if not isinstance(s, torch.Tensor) or s.dtype != torch.float32:
+            _unsupported(opts, f"{what}: {name} must be a float32 tensor, not "
+                               f"{getattr(s, 'dtype', type(s).__name__)}")
+    if scale_a.numel() == 1:
+        if scale_b.numel() != 1:
+            _unsupported(opts, f"{what}: scale_b of shape {tuple(scale_b.shape)} with a "
+                               "tensor-wise scale_a: scale_b must be one value too")
+        return False
+    if tuple(scale_a.shape) != (m, 1):
+        _unsupported(opts, f"{what}: scale_a of shape {tuple(scale_a.shape)} is neither one value "
+                           f"(tensor-wise) nor ({m}, 1) (row-wise); block-wise scales are not "
+                           "modelled")
+    if tuple(scale_b.shape) != (1, n):
+        _unsupported(opts, f"{what}: scale_b of shape {tuple(scale_b.shape)} with a row-wise "
+                           f"scale_a: scale_b must be (1, {n})")
+    return True
 
 
 def _scaled_mm(opts, input, mat2, scale_a, scale_b, bias=None, scale_result=None,
@@ -410,25 +491,33 @@ def _scaled_mm(opts, input, mat2, scale_a, scale_b, bias=None, scale_result=None
     if input.dtype == mat2.dtype == torch.float8_e5m2:
         _unsupported(opts, f"{what} of two E5M2 matrices: cuBLASLt has no E5M2 x E5M2 GEMM")
     _shapes(what, input, mat2, ndim=2)
-    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
-        if not isinstance(s, torch.Tensor) or s.numel() != 1 or s.dtype != torch.float32:
-            _unsupported(opts, f"{what}: {name} must be one float32 value (tensor-wise scaling); "
-                               "row-wise and block-wise scales are not modelled")
+    rowwise = _scale_kind(opts, what, input, mat2, scale_a, scale_b)
     if scale_result is not None:
         _unsupported(opts, f"{what}: scale_result (an FP8 output) is not modelled")
     dtype = input.dtype if out_dtype is None else out_dtype
     if dtype not in (torch.float32, torch.bfloat16, torch.float16):
         _unsupported(opts, f"{what} with out_dtype={dtype} is not modelled (float32, bfloat16, "
                            "float16)")
-    acc = golden.matmul(_to_numpy(input), _to_numpy(mat2), arch=opts.arch,
-                        promote=None if use_fast_accum else 128, workers=opts.workers)
-    alpha = np.float32(_to_numpy(scale_a).reshape(())) * np.float32(_to_numpy(scale_b).reshape(()))
-    c = None
+    if rowwise and dtype == torch.float16:
+        _unsupported(opts, f"{what} with row-wise scales and out_dtype=torch.float16 is not in "
+                           "the captures (bfloat16 and float32 are)")
+    bn = None
     if bias is not None:
-        if bias.dtype not in (torch.float32, torch.bfloat16, torch.float16):
-            _unsupported(opts, f"{what}: a {bias.dtype} bias is not modelled")
-        c = np.broadcast_to(_to_numpy(bias).astype(np.float32), acc.shape)
-    return _finish(_epilogue(acc, alpha, c, 1), dtype, device, out)
+        if dtype == torch.float32:
+            raise RuntimeError("Bias is not supported when out_dtype is set to Float32")
+        if bias.dtype not in (torch.bfloat16, torch.float16):
+            _unsupported(opts, f"{what}: a {bias.dtype} bias is not modelled (bfloat16, float16)")
+        if tuple(bias.shape) != (mat2.shape[1],):
+            raise RuntimeError(f"{what}: bias must be a vector of {mat2.shape[1]} values, not "
+                               f"shape {tuple(bias.shape)}")
+        bn = _to_numpy(bias)
+    sa, sb = _to_numpy(scale_a), _to_numpy(scale_b)
+    if not rowwise:
+        sa, sb = sa.reshape(()), sb.reshape(())
+    d = golden.matmul(_to_numpy(input), _to_numpy(mat2), arch=opts.arch,
+                      promote=None if use_fast_accum else 128, workers=opts.workers,
+                      scale_a=sa, scale_b=sb, bias=bn, out_dtype=_NP[dtype])
+    return _finish(d, device, out)
 
 
 def _int_mm(opts, input, mat2, *, out=None):
@@ -437,7 +526,7 @@ def _int_mm(opts, input, mat2, *, out=None):
     if input.dtype != torch.int8 or mat2.dtype != torch.int8:
         _unsupported(opts, f"_int_mm of {input.dtype} and {mat2.dtype}: int8 inputs only")
     d = golden.matmul(_to_numpy(input), _to_numpy(mat2), arch=opts.arch, workers=opts.workers)
-    return _finish(d, torch.int32, device, out)
+    return _finish(d, device, out)
 
 
 _HANDLERS = {}
@@ -479,6 +568,160 @@ UNMODELLED = tuple(_collect([
 _UNMODELLED = set(UNMODELLED)
 
 
+# -- what a GPU run picked: kernels from a torch.profiler trace -----------------------------------
+
+@dataclass(frozen=True)
+class GemmKernel:
+    """One GEMM of a GPU run, as its profile shows it.
+
+    ``op`` the PyTorch operator that launched it (``aten::mm``, ``aten::addmm``, ...; None if
+    the trace does not say), ``shape`` its (M, K, N) (None without ``record_shapes``),
+    ``kernel`` / ``grid`` / ``block`` the cuBLAS kernel, ``split_k`` its split count (1: no
+    split), ``beta`` the kernel's C handling (``"zero"``: no C, ``"one"``: beta = 1,
+    ``"scaled"``: beta != 1), ``bias`` / ``rowwise`` whether it ran the bias epilogue / FP8
+    row-wise scaling, ``accumulation`` for FP8 kernels ``"fast"`` or ``"promote128"`` (the
+    ``algo2`` kernels: ``use_fast_accum=False``), ``reduce`` the split-K reduce kernel.
+    """
+
+    op: str | None
+    shape: tuple | None
+    kernel: str
+    grid: tuple
+    block: tuple
+    split_k: int
+    beta: str
+    bias: bool
+    rowwise: bool
+    accumulation: str | None
+    reduce: str | None = None
+
+
+_NVJET = re.compile(r"nvjet_sm\d+_(?P<types>[a-z]+)_(?P<tm>\d+)x(?P<tn>\d+)_(?P<tk>\d+)x\d+_"
+                    r"(?P<cm>\d+)x(?P<cn>\d+)_[a-z]+_(?P<flags>.*)_[NT]+$")
+
+
+def _gemm_dims(dims):
+    """(M, K, N) of a GEMM operator from the trace's "Input Dims": the first pair of matrices
+    whose inner sizes agree."""
+    mats = [d for d in dims if isinstance(d, list) and len(d) >= 2]
+    for x, y in zip(mats, mats[1:]):
+        if x[-1] == y[-2]:
+            return (int(x[-2]), int(x[-1]), int(y[-1]))
+    return None
+
+
+def _split_from_grid(info, grid, shape):
+    """The split count of a splitK kernel: its CTAs over its output tiles counted in whole
+    clusters.  Which of PyTorch's M and N is cuBLAS's m depends on the layouts, so both are
+    tried; where both divide, grid.y (the split axis whenever one CTA row covers the tiles)
+    decides.  Without a shape: grid.y."""
+    ctas = int(np.prod(grid))
+    found = []
+    if shape is not None:
+        m, _, n = shape
+        tm, tn, cm, cn = (int(info[k]) for k in ("tm", "tn", "cm", "cn"))
+        for dm, dn in ((n, m), (m, n)):
+            tiles = (-(-(-(-dm // tm)) // cm) * cm) * (-(-(-(-dn // tn)) // cn) * cn)
+            if ctas % tiles == 0:
+                found.append(ctas // tiles)
+    if not found or int(grid[1]) in found:
+        return int(grid[1])
+    return found[0]
+
+
+def _cublaslt_log(text):
+    """{(M, K, N): numSplitsK} from cuBLASLt's trace log (``CUBLASLT_LOG_LEVEL=2``): every
+    ``cublasLtMatmul`` line with ``numSplitsK=``, its shape from ``Ddesc`` (rows = N, cols = M
+    of PyTorch's row-major result) and ``Adesc`` (K: rows with ``transA=OP_T``, else cols)."""
+    out = {}
+    for line in str(text).splitlines():
+        if "cublasLtMatmul" not in line or "numSplitsK=" not in line:
+            continue
+        s = int(re.search(r"numSplitsK=(\d+)", line).group(1))
+        d = re.search(r"Ddesc=\[[^\]]*?rows=(\d+) cols=(\d+)", line)
+        a = re.search(r"Adesc=\[[^\]]*?rows=(\d+) cols=(\d+)", line)
+        if d is None or a is None:
+            continue
+        k = int(a.group(1)) if "transA=OP_T" in line else int(a.group(2))
+        out[(int(d.group(2)), k, int(d.group(1)))] = s
+    return out
+
+
+def kernels_from_profile(trace, *, cublaslt_log=None) -> list[GemmKernel]:
+    """The cuBLAS / cuBLASLt GEMM kernels of a GPU run, in launch order.
+
+    ``trace``: a ``torch.profiler.profile`` (run with ``record_shapes=True`` for the shapes),
+    the path of its ``export_chrome_trace`` JSON, or that JSON loaded.  Kernels are the trace's
+    ``nvjet_*`` events; each is tied to the PyTorch operator that launched it by its "External
+    id", and its shape comes from the operator's "Input Dims".  A splitK kernel's split count is
+    its CTA count over its output tiles (in whole clusters), unless ``cublaslt_log`` (the text
+    of cuBLASLt's ``CUBLASLT_LOG_LEVEL=2`` log) gives that shape's ``numSplitsK``.
+
+    Hand the records to ``emulate(split_k=records)`` (or :func:`split_counts`) to replay the
+    run's split counts on the CPU.
+    """
+    import json
+    import os
+    import tempfile
+    if hasattr(trace, "export_chrome_trace"):
+        fd, path = tempfile.mkstemp(suffix=".json")
+        os.close(fd)
+        try:
+            trace.export_chrome_trace(path)
+            with open(path) as f:
+                trace = json.load(f)
+        finally:
+            os.unlink(path)
+    elif isinstance(trace, (str, os.PathLike)):
+        with open(trace) as f:
+            trace = json.load(f)
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else list(trace)
+    logged = _cublaslt_log(cublaslt_log) if cublaslt_log is not None else {}
+    ops = {}
+    for e in events:
+        args = e.get("args") or {}
+        if e.get("cat") == "cpu_op" and "External id" in args:
+            ops[args["External id"]] = (e.get("name"), _gemm_dims(args.get("Input Dims") or []))
+    out = []
+    for e in events:
+        if e.get("cat") != "kernel":
+            continue
+        name, args = e.get("name", ""), e.get("args") or {}
+        if "splitKreduce" in name and out and out[-1].split_k > 1 and out[-1].reduce is None:
+            out[-1] = replace(out[-1], reduce=name)
+            continue
+        info = _NVJET.search(name)
+        if info is None:
+            continue
+        op, shape = ops.get(args.get("External id"), (None, None))
+        flags = info["flags"].split("_")
+        grid, block = tuple(args.get("grid", (1, 1, 1))), tuple(args.get("block", (1, 1, 1)))
+        split = 1
+        if "splitK" in flags:
+            split = logged.get(shape) or _split_from_grid(info, grid, shape)
+        fp8 = info["types"].startswith("qq")
+        out.append(GemmKernel(
+            op, shape, name, grid, block, split,
+            "one" if "badd" in flags else "scaled" if "bx" in flags else "zero",
+            "bias" in flags, "ovscale" in flags,
+            ("promote128" if "algo2" in flags else "fast") if fp8 else None))
+    return out
+
+
+def split_counts(kernels) -> dict:
+    """``{(M, K, N): S}`` of :func:`kernels_from_profile`'s records (those with a shape, FP8
+    ones left out: ``_scaled_mm`` is not split); ValueError where one shape ran two counts."""
+    out = {}
+    for r in kernels:
+        if r.shape is None or r.accumulation is not None:
+            continue
+        if out.get(r.shape, r.split_k) != r.split_k:
+            raise ValueError(f"the profile ran {r.shape[0]}x{r.shape[1]}x{r.shape[2]} with split "
+                             f"counts {out[r.shape]} and {r.split_k}: pass split_k a callable")
+        out[r.shape] = r.split_k
+    return out
+
+
 def _cpu_floats(tree) -> bool:
     if isinstance(tree, torch.Tensor):
         return tree.device.type == "cpu" and tree.is_floating_point()
@@ -509,6 +752,16 @@ class emulate(TorchFunctionMode):
         PyTorch computes it (its own CPU bits, not the H200's).
     workers : int or None
         Threads for the golden model (None: every core).
+    split_k : "auto", int, dict, callable or kernels_from_profile's records
+        The split count S of cuBLAS's split-K kernels per GEMM (1 = no split; FP16/BF16):
+        an int for every GEMM; a dict ``{(M, K, N): S}`` (shapes not in it: "auto"); a
+        callable ``(M, K, N, dtype) -> S``; the records of :func:`kernels_from_profile` (what
+        a GPU run picked); ``"auto"``: the counts cuBLAS picked on the captured shapes with
+        PyTorch's default workspace (:func:`golden.cublas.split_k_auto`: S = floor(3K / 4096)
+        for outputs up to 64 x 64, else 1; batched GEMMs 1).  (M, K, N) is PyTorch's shape of
+        the GEMM, a batch folded into M where at::matmul / at::linear fold it.  cuBLAS's
+        heuristic is its own: profile the GPU run where the shapes are not the captured ones.
+        ``_scaled_mm`` is never split (no capture ran a split-K FP8 kernel).
 
     Example
     -------
@@ -520,9 +773,10 @@ class emulate(TorchFunctionMode):
     1.0000001192092896
     """
 
-    def __init__(self, arch="h200", *, allow_tf32=None, strict=True, workers=None):
+    def __init__(self, arch="h200", *, allow_tf32=None, strict=True, workers=None,
+                 split_k="auto"):
         super().__init__()
-        self.options = _options(arch, allow_tf32, workers, strict=strict)
+        self.options = _options(arch, allow_tf32, workers, strict=strict, split_k=split_k)
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -540,50 +794,59 @@ class emulate(TorchFunctionMode):
 
 # -- plain functions -----------------------------------------------------------------------------
 
-def mm(input, mat2, out_dtype=None, *, arch="h200", allow_tf32=None, workers=None):
-    """``torch.mm(input, mat2, out_dtype)`` as an H200 computes it (cuBLAS, non-split-K)."""
-    return _mm(_options(arch, allow_tf32, workers, plain=True), input, mat2, out_dtype)
+def mm(input, mat2, out_dtype=None, *, arch="h200", allow_tf32=None, workers=None,
+       split_k="auto"):
+    """``torch.mm(input, mat2, out_dtype)`` as an H200 computes it (cuBLAS; ``split_k`` as in
+    :class:`emulate`)."""
+    return _mm(_options(arch, allow_tf32, workers, plain=True, split_k=split_k), input, mat2,
+               out_dtype)
 
 
-def bmm(input, mat2, out_dtype=None, *, arch="h200", allow_tf32=None, workers=None):
+def bmm(input, mat2, out_dtype=None, *, arch="h200", allow_tf32=None, workers=None,
+        split_k="auto"):
     """``torch.bmm(input, mat2, out_dtype)`` as an H200 computes it."""
-    return _bmm(_options(arch, allow_tf32, workers, plain=True), input, mat2, out_dtype)
+    return _bmm(_options(arch, allow_tf32, workers, plain=True, split_k=split_k), input, mat2,
+                out_dtype)
 
 
-def matmul(input, other, *, arch="h200", allow_tf32=None, workers=None):
+def matmul(input, other, *, arch="h200", allow_tf32=None, workers=None, split_k="auto"):
     """``torch.matmul(input, other)`` (``input @ other``) as an H200 computes it."""
-    return _matmul(_options(arch, allow_tf32, workers, plain=True), input, other)
+    return _matmul(_options(arch, allow_tf32, workers, plain=True, split_k=split_k), input, other)
 
 
 def addmm(input, mat1, mat2, out_dtype=None, *, beta=1, alpha=1, arch="h200", allow_tf32=None,
-          workers=None):
+          workers=None, split_k="auto"):
     """``torch.addmm(input, mat1, mat2, beta=beta, alpha=alpha)``: the FP32 accumulator of
-    mat1 @ mat2, then the FP32 epilogue alpha * acc + beta * input (one rounding), then the
-    output type."""
-    return _addmm(_options(arch, allow_tf32, workers, plain=True), input, mat1, mat2, out_dtype,
-                  beta=beta, alpha=alpha)
+    mat1 @ mat2, then cuBLAS's epilogue as measured (:mod:`golden.cublas`: beta != 1 one FMA,
+    beta = 1 the product rounded to the output type first, a 1-D input with alpha = beta = 1
+    the bias epilogue)."""
+    return _addmm(_options(arch, allow_tf32, workers, plain=True, split_k=split_k), input, mat1,
+                  mat2, out_dtype, beta=beta, alpha=alpha)
 
 
 def baddbmm(input, batch1, batch2, out_dtype=None, *, beta=1, alpha=1, arch="h200",
-            allow_tf32=None, workers=None):
+            allow_tf32=None, workers=None, split_k="auto"):
     """``torch.baddbmm``: :func:`addmm` per batch entry."""
-    return _baddbmm(_options(arch, allow_tf32, workers, plain=True), input, batch1, batch2,
-                    out_dtype, beta=beta, alpha=alpha)
+    return _baddbmm(_options(arch, allow_tf32, workers, plain=True, split_k=split_k), input,
+                    batch1, batch2, out_dtype, beta=beta, alpha=alpha)
 
 
-def linear(input, weight, bias=None, *, arch="h200", allow_tf32=None, workers=None):
-    """``torch.nn.functional.linear(input, weight, bias)``: input @ weight.T, the bias added in
-    the GEMM's FP32 epilogue where ``at::linear`` fuses it (2-D or contiguous input), else in
-    the output type after it."""
-    return _linear(_options(arch, allow_tf32, workers, plain=True), input, weight, bias)
+def linear(input, weight, bias=None, *, arch="h200", allow_tf32=None, workers=None,
+           split_k="auto"):
+    """``torch.nn.functional.linear(input, weight, bias)``: input @ weight.T, a 1-D bias in
+    cuBLASLt's bias epilogue (RNE_out(RNE32(acc + bias))) where ``at::linear`` fuses it (2-D or
+    contiguous input), else added in the output type after it."""
+    return _linear(_options(arch, allow_tf32, workers, plain=True, split_k=split_k), input,
+                   weight, bias)
 
 
 def scaled_mm(input, mat2, scale_a, scale_b, bias=None, scale_result=None, out_dtype=None,
               use_fast_accum=False, *, arch="h200", workers=None):
     """``torch._scaled_mm`` (cuBLASLt FP8) as an H200 computes it: the wgmma chain
-    (``use_fast_accum=True``) or K in chunks of 128 promoted into FP32 (the default), then
-    scale_a * scale_b (tensor-wise, FP32) and the bias in the FP32 epilogue, then ``out_dtype``
-    (float32, bfloat16 or float16)."""
+    (``use_fast_accum=True``) or K in chunks of 128 promoted into FP32 (the default), then the
+    scales as measured (tensor-wise: acc * RNE32(scale_a * scale_b); row-wise, scale_a (M, 1)
+    and scale_b (1, N): (acc * scale_b) * scale_a, each product rounded to FP32), the bias
+    added in FP32, then ``out_dtype`` (float32, bfloat16 or float16)."""
     return _scaled_mm(_options(arch, None, workers, plain=True), input, mat2, scale_a, scale_b,
                       bias, scale_result, out_dtype, use_fast_accum)
 

@@ -81,3 +81,20 @@ def test_verify_missing_and_unreadable_files(tmp_path, capsys):
 def test_verify_bad_tiles(capsys):
     code, _, err = run(capsys, "verify", str(SILICON / "h200_ints.npz"), "--tiles", "0")
     assert code == 2 and "--tiles" in err
+
+
+def test_verify_the_cublas_library_captures(tmp_path, capsys):
+    """torch_splitk/: split-K, epilogue and FP8-scale GEMMs, every output of the 16 files."""
+    files = sorted((SILICON / "torch_splitk").glob("*.npz"))
+    code, out, _ = run(capsys, "verify", *map(str, files))
+    assert code == 0 and out.strip().splitlines()[-1] == "checked 1141152 mismatches 0"
+    assert "split-K 12" in out
+    data = dict(np.load(files[-1]))
+    data["d32_rr0"] = data["d32_rr0"].copy()
+    data["d32_rr0"][0, 0] ^= 1
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, **data)
+    code, out, _ = run(capsys, "verify", str(bad))
+    assert code == 1 and out.strip().splitlines()[-1] == "checked 640 mismatches 1"
+    code, _, err = run(capsys, "verify", str(files[0]), "--kernel", "f16_f32")
+    assert code == 2 and "cuBLAS library capture" in err

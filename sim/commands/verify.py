@@ -96,6 +96,7 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
     cluster where given (golden backend)."""
     import numpy as np
     from golden.silicon import KERNELS, Problem, VectorFileError, kernels_in, load, problem
+    from golden.silicon import is_cublas_file, verify_cublas_file as verify_cublas
     from golden.sparse import is_sparse_file, verify_file as verify_sparse
     from sim.backends import RTL_BACKENDS, BackendError, run_tiles
     from sim.gemm import run_gemm
@@ -108,6 +109,19 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
     for path in args.files:
         try:
             data = load(path)
+            if is_cublas_file(data):
+                # cuBLAS split-K / epilogue / FP8-scale captures (torch_splitk/): whole library
+                # GEMMs through golden.matmul's library keywords (golden.cublas).
+                if rtl or arch.name != "hopper" or args.kernel != "all" or args.tiles is not None:
+                    raise CliError(f"{path}: a cuBLAS library capture runs with --backend golden "
+                                   "--arch hopper, every kernel and whole (no --kernel, --tiles)")
+                try:
+                    checks = (client.submit(verify_cublas, data, where=str(path), pure=False)
+                              if client else verify_cublas(data, where=str(path)))
+                except (ValueError, TypeError) as e:
+                    raise CliError(str(e)) from None
+                jobs.append((path, data, checks))
+                continue
             if is_sparse_file(data):
                 # 2:4 sparse captures (mma.sp tiles, cuSPARSELt GEMMs): golden.sparse checks them,
                 # here, so that a bad one fails before anything runs; printed in file order below.
