@@ -29,7 +29,7 @@ PLL's lock and a button, the UART and LED pins.
 """
 
 from amaranth import *
-from amaranth.lib import memory, wiring
+from amaranth.lib import io, memory, wiring
 from amaranth.lib.cdc import ResetSynchronizer
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
@@ -371,7 +371,7 @@ class BoardChip(Elaboratable):
     def elaborate(self, platform):
         m = Module()
         board = self._board
-        clk_in = platform.request(board.clock, 0, dir="-")
+        clk_in = platform.request(board.clock, 0, dir="-")      # straight into the PLL
         f_in = platform.lookup(board.clock, 0).clock.frequency
         cfg = pll_config(f_in, self._f_out)
         pll_clk, locked = Signal(name="clk_core"), Signal(name="pll_locked")
@@ -390,11 +390,16 @@ class BoardChip(Elaboratable):
         m.domains.sync = cd = ClockDomain("sync")
         m.d.comb += cd.clk.eq(pll_clk)
         platform.add_clock_constraint(pll_clk, cfg["f_out"])
-        button = platform.request(*board.reset)
+        m.submodules.button = button = io.Buffer("i", platform.request(*board.reset, dir="-"))
         m.submodules.rst = ResetSynchronizer(~locked | button.i, domain="sync")
         m.submodules.top = top = self._top
-        uart = platform.request(*board.uart)
-        m.d.comb += [top.uart_rx.eq(uart.rx.i), uart.tx.o.eq(top.uart_tx)]
-        for i, pin in enumerate(board.led_pins(platform)):
-            m.d.comb += pin.eq(top.leds[i])
+        uart = platform.request(*board.uart, dir="-")
+        m.submodules.uart_rx = rx = io.Buffer("i", uart.rx)
+        m.submodules.uart_tx = tx = io.Buffer("o", uart.tx)
+        m.d.comb += [top.uart_rx.eq(rx.i), tx.o.eq(top.uart_tx)]
+        for i, port in enumerate(board.led_ports(platform)):
+            if port is None:
+                continue
+            m.submodules[f"led{i}"] = led = io.Buffer("o", port)
+            m.d.comb += led.o.eq(top.leds[i])
         return m

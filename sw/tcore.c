@@ -58,7 +58,8 @@ int tcore_start(uintptr_t base, const tcore_gemm_t *job)
     wr_addr(base, TCORE_REG_C_LO, TCORE_REG_C_HI, job->c);
     wr_addr(base, TCORE_REG_D_LO, TCORE_REG_D_HI, job->d);
     wr(base, TCORE_REG_LDA, job->lda ? job->lda : job->k);
-    wr(base, TCORE_REG_LDB, job->ldb ? job->ldb : job->n);
+    /* TF32, FP8 and INT8 read B^T (N x K): its rows are K long */
+    wr(base, TCORE_REG_LDB, job->ldb ? job->ldb : job->in_fmt >= TCORE_FMT_TF32 ? job->k : job->n);
     wr(base, TCORE_REG_LDC, job->ldc ? job->ldc : job->n);
     wr(base, TCORE_REG_LDD, job->ldd ? job->ldd : job->n);
     /* Start with irq_en clear: this driver polls. */

@@ -36,7 +36,7 @@ class Board:
     ``uart``: ``(resource, number)`` of the UART the PC reaches (a USB serial bridge on the
     ULX3S and ECPIX-5; the OrangeCrab has none: its UART is added on two header pins, for a
     USB serial cable).  ``leds``: ``(resource, number, subsignal or None)`` for alive, busy,
-    pass, fail.  ``mem_kib``: the AXI memory's size.  ``clock_mhz``: the clock this board's
+    pass, fail (None: not shown).  ``mem_kib``: the AXI memory's size.  ``clock_mhz``: the clock this board's
     build closes timing at (routed, ``docs/fpga.md``)."""
     name: str
     platform: str
@@ -66,16 +66,21 @@ class Board:
                 conn=self.extra_uart["conn"], attrs=Attrs(IO_TYPE="LVCMOS33", PULLMODE="UP"))])
         return platform
 
-    def led_pins(self, platform) -> list:
-        """The output signals of the four LEDs (alive, busy, pass, fail)."""
-        pins, seen = [], {}
-        for name, number, sub in self.leds:
+    def led_ports(self, platform) -> list:
+        """The I/O ports of the four LEDs (alive, busy, pass, fail), None for one the board
+        lacks (the OrangeCrab's one RGB LED shows alive, busy and fail)."""
+        ports, seen = [], {}
+        for led in self.leds:
+            if led is None:
+                ports.append(None)
+                continue
+            name, number, sub = led
             key = (name, number)
             if key not in seen:
-                seen[key] = platform.request(name, number)
+                seen[key] = platform.request(name, number, dir="-")
             res = seen[key]
-            pins.append((getattr(res, sub) if sub else res).o)
-        return pins
+            ports.append(getattr(res, sub) if sub else res)
+        return ports
 
     @property
     def device_flag(self) -> str:
@@ -94,8 +99,8 @@ BOARDS = {b.name: b for b in (
           mem_kib=192, clock_mhz=50.0, programmer=("-b", "ecpix5"),
           fits="16-lane core, 192 KiB AXI memory"),
     Board("orangecrab-85f", "orangecrab_r0_2:OrangeCrabR0_2_85FPlatform", "LFE5U-85F", "clk",
-          ("button", 0), ("uart", 1), (("rgb_led", 0, "g"), ("rgb_led", 0, "b"),
-                                       ("rgb_led", 0, "r"), ("rgb_led", 0, "r")),
+          ("button", 0), ("uart", 1), (("rgb_led", 0, "g"), ("rgb_led", 0, "b"), None,
+                                       ("rgb_led", 0, "r")),
           mem_kib=192, clock_mhz=48.0, programmer=("-b", "orangeCrab"),
           extra_uart={"rx": "1", "tx": "0", "conn": ("io", 0)},
           fits="16-lane core, 192 KiB AXI memory; UART on header pins 0 (TX) and 1 (RX)"),

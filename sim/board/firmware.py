@@ -3,7 +3,7 @@ self-test's cases with their expected D from the golden model (``selftest.c``, g
 the build folder), and the compile with Debian's ``gcc-riscv64-unknown-elf``.
 
 The self-test draws its operands on the board with xorshift32 (``sw/board/main.c``,
-``element``); :func:`selftest_operands` draws the same numbers here, and the golden model
+``fill``); :func:`selftest_operands` draws the same numbers here, and the golden model
 gives the D bits the firmware compares with, so that the board checks itself with no host.
 """
 
@@ -94,23 +94,22 @@ def _xorshift(state: int, n: int) -> np.ndarray:
     return out
 
 
-def _elements(r: np.ndarray, fmt: str) -> np.ndarray:
-    """The firmware's ``element``: finite values a few binades around 1, as bits."""
-    r = r.astype(np.uint64)
-    s = r >> 31
-    if fmt == "fp16":
-        return (s << 15 | (13 + ((r >> 10) & 3)) << 10 | (r & 0x3FF)).astype(np.uint16)
-    if fmt == "bf16":
-        return (s << 15 | (125 + ((r >> 7) & 3)) << 7 | (r & 0x7F)).astype(np.uint16)
-    if fmt in ("tf32", "fp32"):
-        return (s << 31 | (125 + ((r >> 23) & 3)) << 23 | (r & 0x7FFFFF)).astype(np.uint32)
-    if fmt == "e4m3":
-        return (s << 7 | (5 + ((r >> 3) & 3)) << 3 | (r & 7)).astype(np.uint8)
-    if fmt == "e5m2":
-        return (s << 7 | (13 + ((r >> 2) & 3)) << 2 | (r & 3)).astype(np.uint8)
-    if fmt == "s32":
-        return (r & 0xFF).astype(np.uint32)
-    return (r & 0xFF).astype(np.uint8)                     # S8, U8
+#: The firmware's masks (``sw/board/main.c``): each 32-bit word of random bits ANDed and
+#: ORed so that every element's exponent lies a few binades below 1 (finite values).
+_MASKS = {"fp16": (0x8FFF8FFF, 0x30003000), "bf16": (0x81FF81FF, 0x3E003E00),
+          "tf32": (0x81FFFFFF, 0x3E000000), "fp32": (0x81FFFFFF, 0x3E000000),
+          "e4m3": (0x9F9F9F9F, 0x20202020), "e5m2": (0x8F8F8F8F, 0x30303030),
+          "s8": (0xFFFFFFFF, 0), "u8": (0xFFFFFFFF, 0), "s32": (0x0000FFFF, 0)}
+_WIDTH = {"fp16": 2, "bf16": 2, "tf32": 4, "fp32": 4, "e4m3": 1, "e5m2": 1, "s8": 1, "u8": 1,
+          "s32": 4}
+
+
+def _fill(rng, count: int, fmt: str) -> np.ndarray:
+    """``count`` elements of ``fmt`` (bits) as the firmware's ``fill`` draws them."""
+    size = _WIDTH[fmt]
+    and_mask, or_mask = _MASKS[fmt]
+    words = (rng(count * size // 4) & np.uint32(and_mask)) | np.uint32(or_mask)
+    return words.astype("<u4").view({1: np.uint8, 2: "<u2", 4: "<u4"}[size]).copy()
 
 
 def selftest_operands(case: SelfTestCase):
@@ -118,11 +117,17 @@ def selftest_operands(case: SelfTestCase):
     board's memory holds B^T for the kinds that take it), C (M x N)."""
     from numerics.formats import INPUT_FORMATS
     m = n = k = case.size
-    r = _xorshift(case.seed, m * k + k * n + m * n)
-    a = _elements(r[:m * k], case.in_fmt).reshape(m, k)
-    b_mem = _elements(r[m * k:m * k + k * n], case.b_fmt)
+    state = [case.seed]
+
+    def rng(n_words):
+        out = _xorshift(state[0], n_words)
+        state[0] = int(out[-1]) if n_words else state[0]
+        return out
+
+    a = _fill(rng, m * k, case.in_fmt).reshape(m, k)
+    b_mem = _fill(rng, k * n, case.b_fmt)
     b = b_mem.reshape(n, k).T.copy() if INPUT_FORMATS[case.in_fmt].b_cols else b_mem.reshape(k, n)
-    c = _elements(r[m * k + k * n:], case.out_fmt).reshape(m, n)
+    c = _fill(rng, m * n, case.out_fmt).reshape(m, n)
     return a, b, c
 
 

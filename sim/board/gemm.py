@@ -87,7 +87,8 @@ def run_on_board(link: BoardLink, g: BoardGemm, *, progress=None) -> dict:
         link.write(lay["c"], np.ascontiguousarray(g.c).tobytes(), moved)
     t1 = time.perf_counter()
     done = link.run(m=m, n=n, k=k, in_fmt=InFormat[g.in_fmt.upper()].value, flags=int(flags),
-                    a=lay["a"], b=lay["b"], c=lay["c"], d=lay["d"])
+                    a=lay["a"], b=lay["b"], c=lay["c"], d=lay["d"], lda=k,
+                    ldb=k if fmt.b_cols else n, ldc=n, ldd=n)
     t2 = time.perf_counter()
     cs = OUTPUT_BITS[g.out_fmt] // 8
     raw = link.read(lay["d"], m * n * cs, moved)

@@ -54,17 +54,18 @@ def _serve(args: dict):
     say = (lambda line: print(f"tcore build: {line}", file=sys.stderr, flush=True))
     run_bench(args["sim"], "board", "tb.board_bench", "board_serves_the_host",
               params={"board": build.folder}, quiet=True,
-              options={"divisor": build.divisor, "accept_s": args["accept_s"]},
+              options={"divisor": build.divisor, "accept_s": args["accept_s"],
+                       "stop_file": args["stop_file"]},
               files={"progress": args["port_file"]}, source=sim_source(build, say))
 
 
 @contextlib.contextmanager
 def simulated_board(build: BoardBuild, *, sim: str = "verilator", accept_s: float = 600.0):
     """Build and start the simulated board (in a process of its own); yield its
-    ``socket://`` URL.  The simulation ends when the caller's connection closes; a failed
-    bench is a :class:`sim.runner.SimError` on the way out."""
+    ``socket://`` URL, which hosts may open one after another.  The simulation ends when the
+    context ends (after the connection of the moment closes); a failed bench is a
+    :class:`sim.runner.SimError` on the way out."""
     import json
-    import socket
     import subprocess
     from sim.runner import SimError
     if build.selftest is not None:
@@ -72,11 +73,12 @@ def simulated_board(build: BoardBuild, *, sim: str = "verilator", accept_s: floa
     build = build if build.sim else build.for_sim()
     folder = work_dir(build)
     folder.mkdir(parents=True, exist_ok=True)
-    port_file = folder / f"port-{os.getpid()}-{os.urandom(3).hex()}.txt"
+    tag = f"{os.getpid()}-{os.urandom(3).hex()}"
+    port_file, stop_file = folder / f"port-{tag}.txt", folder / f"stop-{tag}"
     args = {"board": build.board.name, "lanes": build.lanes, "sim": sim, "accept_s": accept_s,
-            "port_file": str(port_file)}
+            "port_file": str(port_file), "stop_file": str(stop_file)}
     proc = subprocess.Popen([sys.executable, "-m", "sim.board.simulate", json.dumps(args)],
-                            stdout=sys.stderr, stderr=sys.stderr, stdin=subprocess.DEVNULL)
+                            stdout=2, stderr=2, stdin=subprocess.DEVNULL)   # fd 2: stderr
     port = None
     try:
         while port is None:
@@ -89,16 +91,14 @@ def simulated_board(build: BoardBuild, *, sim: str = "verilator", accept_s: floa
                 time.sleep(0.1)
         yield f"socket://127.0.0.1:{port}"
     finally:
-        # the caller has closed its connection; if it never made one, this one ends the bench
-        if port is not None:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 1):
-                pass
+        stop_file.touch()                 # the bench ends at its next wait for a host
         try:
             proc.wait(timeout=accept_s + 60)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
         port_file.unlink(missing_ok=True)
+        stop_file.unlink(missing_ok=True)
     if proc.returncode:
         raise SimError(f"the board bench failed (exit {proc.returncode}); its log is in "
                        f"{folder.parent.parent}/verilator-board-board{build.folder}/")

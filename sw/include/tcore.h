@@ -1,7 +1,8 @@
 /* tcore.h: a small bare-metal driver for the tcore GEMM accelerator (the `soc` design).
  *
- * D = A * B (+ C) for row-major A (M x K), B (K x N), C and D (M x N) in memory that the
- * block's AXI4 master reaches; M, N and K multiples of 16.  The driver programs the
+ * D = A * B (+ C) for row-major A (M x K), B (K x N; B^T, N x K, for TF32, FP8 and INT8),
+ * C and D (M x N) in memory that the block's AXI4 master reaches; M and N multiples of 16,
+ * K of the kind's step (16; 8 for TF32; 32 for FP8 and INT8).  The driver programs the
  * registers of tcore_regs.h in the order docs/registers.md gives, polls STATUS (no interrupt
  * handler needed) and returns the block's error code.  Copy tcore.h, tcore_regs.h and
  * tcore.c into your firmware; nothing else is needed (no libc).  See docs/driver.md.
@@ -23,7 +24,8 @@ typedef struct {
     uint32_t acc_f16;             /* 1: C and D are FP16 (FP16 and FP8 inputs); 0: FP32 (S32) */
     uint32_t c_given;             /* 1: D = A*B + C; 0: D = A*B (C not read) */
     uint64_t a, b, c, d;          /* byte addresses as the block's AXI4 master sees them */
-    uint32_t lda, ldb, ldc, ldd;  /* leading dimensions in elements; 0 means the row length */
+    uint32_t lda, ldb, ldc, ldd;  /* leading dimensions in elements; 0 means the row length
+                                   * (K for B^T, the layout of TF32, FP8 and INT8) */
     uint32_t b_alt;               /* 1: B is the other FP8 format (mixed FP8) */
     uint32_t sat;                 /* 1: INT8 K steps clamp (.satfinite) instead of wrapping */
 } tcore_gemm_t;
