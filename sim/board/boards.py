@@ -2,10 +2,10 @@
 :class:`BoardBuild`, one board build (a board, the core's lanes, the clock, the baud rate;
 for a board or for its simulation), from which every derived figure comes.
 
-The parts' block RAM decides the memories: an ECP5-85F has 208 DP16KD (18 kbit each; a
-128-bit memory word takes 8 of them per 1,024 words), of which the SoC block with a 16-lane
-core takes 54 and the UART's receive FIFO one; the firmware RAM (64 KiB) takes 32 and the
-AXI memory the rest, in steps of 16 KiB.
+The parts' block RAM decides the memories: an ECP5-85F has 208 DP16KD (18 kbit each), of
+which the SoC block with a 16-lane core takes 54 and the UART's receive FIFO one; the firmware
+RAM (64 KiB) takes 32 and the AXI memory up to the board's size (192 KiB: 96), in steps of
+16 KiB (:attr:`BoardBuild.mem_bytes`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,13 @@ SIM_DIVISOR = 8
 SIM_TIMEOUT_CYCLES = 100_000
 #: Bytes of the firmware RAM (code, the self-test's expected D, the stack).
 FW_BYTES = 64 * 1024
+#: DP16KD block RAMs: each part's, the SoC block's by its core's lanes (as placed, docs/fpga.md:
+#: 54 with 16 lanes, 81 with 64; 32 lanes counted as 64), the firmware RAM's (64 KiB of 32-bit
+#: words with byte enables: 32) and the UART receive FIFO's.  Each 16 KiB of the AXI memory (128-bit
+#: words with byte enables, 2,048-word blocks nine bits wide) takes 8.
+PART_BLOCK_RAMS = {"LFE5U-85F": 208, "LFE5UM5G-85F": 208, "LFE5U-45F": 108, "LFE5U-25F": 56}
+SOC_BLOCK_RAMS = {16: 54, 32: 81, 64: 81}
+FW_BLOCK_RAMS, UART_BLOCK_RAMS = 32, 1
 
 
 class BoardError(ValueError):
@@ -157,7 +164,11 @@ class BoardBuild:
 
     @property
     def mem_bytes(self) -> int:
-        return self.board.mem_kib * 1024
+        """The board's AXI memory, less what the part's block RAM cannot hold beside a larger
+        core's SoC block (:data:`SOC_BLOCK_RAMS`)."""
+        soc = SOC_BLOCK_RAMS[self.lanes]
+        room = (PART_BLOCK_RAMS[self.board.part] - soc - FW_BLOCK_RAMS - UART_BLOCK_RAMS) // 8
+        return min(self.board.mem_kib, 16 * room) * 1024
 
     @property
     def fw_bytes(self) -> int:
