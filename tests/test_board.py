@@ -303,3 +303,27 @@ def test_cli_sim_reproduces_a_gemm_with_c(tmp_path, capsys):
                "--c", str(tmp_path / "c.npy"), "-o", str(out), "--quiet"])
     assert rc == 0, capsys.readouterr()
     assert np.array_equal(np.load(out)["d_bits"], matmul(a, b, c).view(np.uint32))
+
+
+@pytest.mark.slow
+@needs_gcc
+def test_board_on_icarus_boots_and_runs_a_gemm():
+    """The board bench on Icarus: a one-case self-test (Icarus runs the CPU some 50 times
+    slower than Verilator) and a GEMM through the host code, bit for bit."""
+    pytest.importorskip("serial")
+    from sim.board.firmware import SelfTestCase
+    from sim.board.gemm import run_on_board
+    from sim.board.link import BoardLink, open_port
+    from sim.board.simulate import simulated_board
+    build = BoardBuild(board_of("ulx3s-85f"), sim=True,
+                       selftest=(SelfTestCase("fp16->fp32", "fp16", "fp16", "fp32", size=16, seed=3),))
+    with simulated_board(build, sim="icarus") as url:
+        link = BoardLink(open_port(url, timeout=0.2), reply_s=1200)
+        try:
+            info = link.info()
+            assert info["selftest_cases"] == 1 and info["selftest_failed"] == 0
+            assert "fp16->fp32 16x16x16: 0 of 256 outputs differ," in " ".join(link.text)
+            r = run_on_board(link, _gemm("bf16->fp32", 16, 16, 16, seed=4))
+            assert r["mismatches"] == 0 and r["d"].any()
+        finally:
+            link.close()

@@ -125,7 +125,10 @@ def board_of(name: str) -> Board:
 class BoardBuild:
     """One build of the board top: ``board``, the core's ``lanes``, the clock (MHz; the
     board's default when None), ``baud``, and ``sim`` (the simulation's build: the same RTL
-    with a :data:`SIM_DIVISOR`-clock bit and a :data:`SIM_TIMEOUT_CYCLES` frame timeout)."""
+    with a :data:`SIM_DIVISOR`-clock bit and a :data:`SIM_TIMEOUT_CYCLES` frame timeout).
+    ``selftest``: the reset self-test's cases (:class:`sim.board.firmware.SelfTestCase`;
+    None: one per kind, :data:`sim.board.firmware.SELFTEST_CASES`), fewer for a slow
+    simulator."""
     board: Board
     lanes: int = 16
     clock_mhz: float | None = None

@@ -50,7 +50,10 @@ def _serve(args: dict):
     the parent's stderr, so that the host's stdout keeps only its report)."""
     from sim.runner import run_bench
     from .boards import board_of
-    build = BoardBuild(board_of(args["board"]), lanes=args["lanes"], sim=True)
+    from .firmware import SelfTestCase
+    cases = args.get("selftest")
+    build = BoardBuild(board_of(args["board"]), lanes=args["lanes"], sim=True,
+                       selftest=None if cases is None else tuple(SelfTestCase(**c) for c in cases))
     say = (lambda line: print(f"tcore build: {line}", file=sys.stderr, flush=True))
     run_bench(args["sim"], "board", "tb.board_bench", "board_serves_the_host",
               params={"board": build.folder}, quiet=True,
@@ -68,15 +71,15 @@ def simulated_board(build: BoardBuild, *, sim: str = "verilator", accept_s: floa
     import json
     import subprocess
     from sim.runner import SimError
-    if build.selftest is not None:
-        raise BoardError("the simulated board runs the default self-test cases")
+    import dataclasses
     build = build if build.sim else build.for_sim()
     folder = work_dir(build)
     folder.mkdir(parents=True, exist_ok=True)
     tag = f"{os.getpid()}-{os.urandom(3).hex()}"
     port_file, stop_file = folder / f"port-{tag}.txt", folder / f"stop-{tag}"
     args = {"board": build.board.name, "lanes": build.lanes, "sim": sim, "accept_s": accept_s,
-            "port_file": str(port_file), "stop_file": str(stop_file)}
+            "port_file": str(port_file), "stop_file": str(stop_file),
+            "selftest": None if build.selftest is None else [dataclasses.asdict(c) for c in build.selftest]}
     proc = subprocess.Popen([sys.executable, "-m", "sim.board.simulate", json.dumps(args)],
                             stdout=2, stderr=2, stdin=subprocess.DEVNULL)   # fd 2: stderr
     port = None
