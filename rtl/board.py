@@ -216,7 +216,13 @@ class BoardTop(wiring.Component):
             o_mem_valid=valid, i_mem_ready=ready, o_mem_addr=addr, o_mem_wdata=wdata,
             o_mem_wstrb=wstrb, i_mem_rdata=rdata,
             i_pcpi_wr=C(0, 1), i_pcpi_rd=C(0, 32), i_pcpi_wait=C(0, 1), i_pcpi_ready=C(0, 1),
-            i_irq=C(0, 32))
+            i_irq=C(0, 32),
+            # the look-ahead interface, the co-processor port, IRQs and the trace: not used
+            o_mem_instr=Signal(), o_mem_la_read=Signal(), o_mem_la_write=Signal(),
+            o_mem_la_addr=Signal(32), o_mem_la_wdata=Signal(32), o_mem_la_wstrb=Signal(4),
+            o_pcpi_valid=Signal(), o_pcpi_insn=Signal(32), o_pcpi_rs1=Signal(32),
+            o_pcpi_rs2=Signal(32), o_eoi=Signal(32), o_trace_valid=Signal(),
+            o_trace_data=Signal(36))
         m.d.comb += self.trap.eq(trap)
 
         # ---- the bus: one access at a time, each answered from registers --------------------
