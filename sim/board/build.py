@@ -27,9 +27,10 @@ NAME = "tcore"
 
 
 def bitstream_dir(build: BoardBuild) -> Path:
-    """``build/board/<folder>``: where a board build writes ``tcore.bit``."""
+    """``build/board/<board>``: where a board build writes ``tcore.bit`` (the last build of
+    that board, whatever its options: ``build.json`` beside it says which)."""
     from sim.runner import build_root
-    return build_root() / "board" / build.folder
+    return build_root() / "board" / build.board.name
 
 
 def _clock_fmax(report: dict) -> dict:
@@ -104,6 +105,8 @@ def build_bitstream(build: BoardBuild, *, seeds: int = 1, seed: int = 1, placer:
     _run([ecppack, "--compress", "--input", f"{NAME}.config", "--bit", f"{NAME}.bit",
           "--svf", f"{NAME}.svf"], work, "ecppack.log", "ecppack")
     t4 = time.perf_counter()
+    (work / "build.json").write_text(json.dumps({"board": board.name, "lanes": build.lanes,
+                                                 "clock_mhz": build.clk_hz / 1e6, "baud": build.baud}))
     util = best["report"].get("utilization", {})
 
     def used(kind):

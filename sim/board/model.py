@@ -1,6 +1,6 @@
-"""The board top for a :class:`sim.board.boards.BoardBuild`: its firmware built, the
-:class:`rtl.board.BoardTop` made, and its Verilog (for the simulators) or its Amaranth
-platform build plan (for the FPGA flow)."""
+"""The board top of a :class:`sim.board.boards.BoardBuild`: its firmware built and the
+:class:`rtl.board.BoardTop` made, for the simulated board (:mod:`sim.board.simulate`) and
+the FPGA flow (:mod:`sim.board.build`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 from .boards import BoardBuild
 from .firmware import build_firmware
 
-__all__ = ["board_top", "picorv32_verilog", "work_dir", "sim_verilog_text"]
+__all__ = ["board_top", "picorv32_verilog", "work_dir"]
 
 
 def work_dir(build: BoardBuild) -> Path:
@@ -33,9 +33,3 @@ def board_top(build: BoardBuild, log=None):
     from rtl.board import BoardTop
     fw = build_firmware(work_dir(build) / "firmware", build.fw_bytes, build.cases(), log)
     return BoardTop(firmware=fw, **build.top_params())
-
-
-def sim_verilog_text(build: BoardBuild, log=None) -> str:
-    """The board top's Verilog (module ``board``), reproducible (no source locations)."""
-    from amaranth.back import verilog
-    return verilog.convert(board_top(build, log), name="board", emit_src=False)
