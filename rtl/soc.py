@@ -712,7 +712,12 @@ class GemmSoc(wiring.Component):
                      regs.beats_lo.eq(beats[:32]), regs.beats_hi.eq(beats[32:])]
         with m.If(busy):
             m.d.sync += cycles.eq(cycles + 1)
-        m.d.sync += beats.eq(beats + sum(w.mma_done for w in workers).shift_left(6))
+        # The warps' mma_done counted a clock later (a register between the warps' state and
+        # the 64-bit add: first error -> abort -> mma_done -> beats was a routed critical path);
+        # the last mma_sync of a run ends long before its D tile is stored and STATUS.done set.
+        done_now = Signal(range(len(workers) + 1), name="mma_done_count")
+        m.d.sync += [done_now.eq(sum(w.mma_done for w in workers)),
+                     beats.eq(beats + done_now.shift_left(6))]
         abort = Signal()                             # a soft reset waits for a clean point
         with m.If(regs.ctrl_soft_reset):
             m.d.sync += abort.eq(busy)
