@@ -21,27 +21,38 @@ FP8 scales are FP32 (PyTorch hands them to cuBLAS as FP32).
 7. **FP8, row-wise scales** (scale_a (M, 1), scale_b (1, N)):
    D = RNE_out(RNE32(RNE32(acc*scale_b[j])*scale_a[i])); a bias as in 6.
 
-Not measured, so refused here (ValueError): split-K with beta = 1 and a matrix C, a bias with
-alpha != 1 on FP16/BF16 inputs, split-K on other inputs than FP16/BF16.
+What the captures do not pin down is refused here with :class:`NotModelled` (a ValueError):
+split-K with beta = 1 and a matrix C, a bias with alpha != 1 (:func:`check_epilogue`, which
+:func:`epilogue` runs), split-K on inputs other than FP16/BF16 (:func:`split_slices` given the
+input format), FP8 scales that are neither tensor-wise nor row-wise (:func:`fp8_scales`).
 """
 
 from __future__ import annotations
 
+import numbers
 from math import ceil
 
 import ml_dtypes
 import numpy as np
 
-from .sparse import _bf16_rne
+from .sparse import bf16_rne
 
-__all__ = ["SPLIT_K_TILE", "SPLIT_K_MAX_OUTPUTS", "split_k_auto", "split_slices", "rne32",
-           "fma32", "round_out", "out_format", "epilogue"]
+__all__ = ["NotModelled", "SPLIT_K_TILE", "SPLIT_K_MAX_OUTPUTS", "split_k_auto", "split_slices",
+           "split_k_reduce", "rne32", "fma32", "round_out", "out_format", "fp8_scales",
+           "check_epilogue", "epilogue"]
 
 #: K granularity of cuBLAS's split-K slices (the kernels' K tile).
 SPLIT_K_TILE = 64
-#: The largest output (M * N) on which cuBLAS was seen to split K (64 x 64 on the H200);
-#: :func:`split_k_auto` splits no larger output.
+#: The largest output (M * N) on which cuBLAS was seen to split K (64 x 64 on the H200).
+#: No capture has a larger output with K > 2048, so above it the split count is not measured;
+#: :func:`split_k_auto` chooses 1 there.
 SPLIT_K_MAX_OUTPUTS = 64 * 64
+
+
+class NotModelled(ValueError):
+    """A library GEMM the captures do not pin down (split-K with beta = 1, a bias with alpha,
+    split-K of other inputs than FP16/BF16, block-wise FP8 scales, ...): a ValueError, so
+    :func:`golden.matmul` callers see one; ``tcore.torch`` turns it into ``Unsupported``."""
 
 _OUT = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16),
         "bf16": np.dtype(ml_dtypes.bfloat16)}
@@ -50,16 +61,20 @@ _OUT = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16),
 def split_k_auto(m: int, k: int, n: int) -> int:
     """The split count cuBLAS picked for an (M, K) x (K, N) FP16/BF16 GEMM with PyTorch's default
     workspace on the captured shapes: S = max(1, floor(3K / 4096)) for outputs up to
-    :data:`SPLIT_K_MAX_OUTPUTS` elements (K <= 2048 does not split), 1 for larger outputs.
-    cuBLAS's heuristic is its own: a profile of the GPU run says what it picked."""
+    :data:`SPLIT_K_MAX_OUTPUTS` elements (K <= 2048 does not split).  Above 64 x 64 outputs
+    the split count is not measured (no capture there has K > 2048): this returns 1 there as a
+    chosen default, not a measurement.  cuBLAS's heuristic is its own: a profile of the GPU
+    run says what it picked (``tcore.torch.kernels_from_profile``)."""
     if m * n > SPLIT_K_MAX_OUTPUTS:
         return 1
     return max(1, min(3 * k // 4096, ceil(k / SPLIT_K_TILE)))
 
 
-def split_slices(k: int, split_k) -> list[tuple[int, int]]:
+def split_slices(k: int, split_k, in_fmt: str | None = None) -> list[tuple[int, int]]:
     """The K ranges [k0, k1) of split-K with ``split_k`` slices of ``ceil(ceil(K/64)/S)*64``
-    (the last shorter, or empty); ValueError for a count below 1 or above ceil(K/64)."""
+    (the last shorter); ValueError for a count below 1 or above ceil(K/64), and, given the
+    input format ``in_fmt`` (golden's names: "fp16", "bf16", "tf32", "e4m3", ...),
+    :class:`NotModelled` for a split of other inputs than FP16/BF16."""
     steps = ceil(k / SPLIT_K_TILE)
     if isinstance(split_k, bool) or not isinstance(split_k, (int, np.integer)):
         raise ValueError(f"split_k must be an int (the split count; 1 = no split), "
@@ -67,8 +82,23 @@ def split_slices(k: int, split_k) -> list[tuple[int, int]]:
     if not 1 <= split_k <= steps:
         raise ValueError(f"split_k={split_k} does not fit K={k}: cuBLAS cuts K in slices of "
                          f"whole {SPLIT_K_TILE}-wide steps, so 1 <= split_k <= {steps}")
+    if split_k > 1 and in_fmt is not None and in_fmt not in ("fp16", "bf16"):
+        raise NotModelled(f"split_k={split_k}: split-K is measured for FP16/BF16 inputs only, "
+                          f"not {in_fmt.upper()} (pass split_k=1 where the GPU ran no splitK "
+                          "kernel)")
     width = ceil(steps / int(split_k)) * SPLIT_K_TILE
     return [(k0, min(k0 + width, k)) for k0 in range(0, k, width)]
+
+
+def split_k_reduce(partials) -> np.ndarray:
+    """cuBLASLt's ``splitKreduce_kernel`` (rule 1): the FP32 partial products of the K slices
+    (an iterable, in K order) added in K order, each add one round to nearest-even in FP32."""
+    it = iter(partials)
+    acc = np.asarray(next(it), np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        for part in it:
+            acc = acc + np.asarray(part, np.float32)      # float32 addition: RNE32
+    return acc
 
 
 def rne32(x) -> np.ndarray:
@@ -121,7 +151,66 @@ def round_out(x, out_dtype) -> np.ndarray:
             bits = x.astype(np.float16).view(np.uint16)
         bits[nan] = 0x7FFF
         return bits.view(np.float16)
-    return _bf16_rne(x.view(np.uint32)).view(ml_dtypes.bfloat16)
+    return bf16_rne(x.view(np.uint32)).view(ml_dtypes.bfloat16)
+
+
+def _fp32_scale(name, s):
+    """One scale as float32: a Python number or a 0-d value rounded once to FP32 (as PyTorch
+    makes ``torch.tensor(0.3)`` float32); an array of more dimensions must be float32."""
+    if isinstance(s, (bool, np.bool_)):
+        raise ValueError(f"{name} must be a number or a float32 array, not {s!r}")
+    if isinstance(s, numbers.Real) or (isinstance(s, np.ndarray) and s.ndim == 0) \
+            or isinstance(s, np.generic):
+        arr = np.asarray(s)
+        if arr.dtype.kind not in "fiu":
+            raise ValueError(f"{name} must be a number or a float32 array, not {arr.dtype}")
+        return np.float32(arr)
+    arr = np.asarray(s)
+    if arr.dtype != np.float32:
+        raise ValueError(f"{name} must be float32 (or a Python number / 0-d value, taken as "
+                         f"FP32), not {arr.dtype}")
+    return arr
+
+
+def fp8_scales(scale_a, scale_b, m: int, n: int):
+    """``(scale_a, scale_b, rowwise)`` of ``torch._scaled_mm`` as float32: one value each
+    (tensor-wise; a Python number or 0-d value is rounded once to FP32) or scale_a (M, 1) with
+    scale_b (1, N) (row-wise, float32 arrays).  ValueError for another dtype;
+    :class:`NotModelled` naming the scale whose shape is neither (block-wise scales)."""
+    sa, sb = _fp32_scale("scale_a", scale_a), _fp32_scale("scale_b", scale_b)
+    if sa.size == 1:
+        if sb.size != 1:
+            raise NotModelled(f"scale_b of shape {sb.shape} with a tensor-wise scale_a: "
+                              "scale_b must be one value too")
+        return sa.reshape(()), sb.reshape(()), False
+    if sa.shape != (m, 1):
+        raise NotModelled(f"scale_a of shape {sa.shape} is neither one value (tensor-wise) nor "
+                          f"({m}, 1) (row-wise); block-wise scales are not modelled")
+    if sb.shape != (1, n):
+        raise NotModelled(f"scale_b of shape {sb.shape} with a row-wise scale_a: scale_b must "
+                          f"be (1, {n})")
+    return sa, sb, True
+
+
+def check_epilogue(*, alpha=1.0, beta=None, c=None, bias=None, scaled=False,
+                   split=False) -> None:
+    """Refuse an epilogue the captures do not pin down (:class:`NotModelled`: split-K with
+    beta = 1 and a matrix C, a bias with alpha != 1) or that no library call has (ValueError:
+    C with a bias, FP8 scales with alpha or C).  :func:`epilogue` runs it; callers may run it
+    before computing the accumulator."""
+    alpha = np.float32(alpha)
+    if scaled and (alpha != 1 or c is not None):
+        raise ValueError("FP8 scales go with neither alpha nor C (torch._scaled_mm takes a bias)")
+    if bias is not None:
+        if c is not None:
+            raise ValueError("give C or a bias, not both")
+        if alpha != 1:
+            raise NotModelled("a bias with alpha != 1 (cuBLASLt's bias epilogue with alpha) is "
+                              "not in the captures")
+    if split and c is not None and beta != 0 and np.float32(1 if beta is None else beta) == 1:
+        raise NotModelled("split-K with beta = 1 and a matrix C is not in the captures (their "
+                          "split-K addmm has beta = 1.3); pass split_k=1 where the GPU ran no "
+                          "splitK kernel")
 
 
 def epilogue(acc, out_dtype=np.float32, *, alpha=1.0, beta=None, c=None, bias=None,
@@ -130,17 +219,16 @@ def epilogue(acc, out_dtype=np.float32, *, alpha=1.0, beta=None, c=None, bias=No
     the module docstring, then RNE_out.
 
     ``c`` (broadcasting to acc) with ``beta`` (None: 1) is addmm's C; ``bias`` (N,) a 1-D bias;
-    ``scale_a`` / ``scale_b`` FP8 scales (one value each, or (M, 1) and (1, N)); ``split``
-    says whether ``acc`` came from a split-K kernel (its reduce kernel's epilogue, rule 5).
-    ValueError for a combination the captures do not pin down.
+    ``scale_a`` / ``scale_b`` FP8 scales (one value each, or (M, 1) and (1, N), as
+    :func:`fp8_scales` gives them); ``split`` says whether ``acc`` came from a split-K kernel
+    (its reduce kernel's epilogue, rule 5).  :func:`check_epilogue`'s refusals first.
     """
+    check_epilogue(alpha=alpha, beta=beta, c=c, bias=bias,
+                   scaled=scale_a is not None or scale_b is not None, split=split)
     acc = np.asarray(acc, np.float32)
     alpha = np.float32(alpha)
     with np.errstate(all="ignore"):
         if scale_a is not None or scale_b is not None:
-            if alpha != 1 or c is not None:
-                raise ValueError("FP8 scales go with neither alpha nor C (torch._scaled_mm "
-                                 "takes a bias)")
             sa, sb = np.asarray(scale_a, np.float32), np.asarray(scale_b, np.float32)
             if sa.size == 1 and sb.size == 1:          # rule 6: tensor-wise
                 y = rne32(acc * rne32(sa.reshape(()) * sb.reshape(())))
@@ -151,20 +239,12 @@ def epilogue(acc, out_dtype=np.float32, *, alpha=1.0, beta=None, c=None, bias=No
         else:
             y = rne32(alpha * acc)
         if bias is not None:
-            if c is not None:
-                raise ValueError("give C or a bias, not both")
-            if alpha != 1:
-                raise ValueError("a bias with alpha != 1 (cuBLASLt's bias epilogue with alpha) "
-                                 "is not in the captures")
             return round_out(rne32(y + np.asarray(bias, np.float32)), out_dtype)   # rules 4, 6
         if c is None or beta == 0:
             return round_out(y, out_dtype)
         beta = np.float32(1 if beta is None else beta)
         c = np.asarray(c, np.float32)
         if split:
-            if beta == 1:
-                raise ValueError("split-K with beta = 1 and a matrix C is not in the captures "
-                                 "(their split-K addmm has beta = 1.3)")
             return round_out(fma32(beta, c, y), out_dtype)                  # rule 5
         if beta == 1:
             return round_out(rne32(round_out(y, out_dtype).astype(np.float32) + c), out_dtype)

@@ -91,10 +91,12 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
         accumulator's start.  ``split_k``: the split count S of a split-K kernel (FP16/BF16;
         None or 1: no split; 1 <= S <= ceil(K/64)).  ``alpha`` (default 1), ``beta`` (default 1
         with ``c``): ``torch.addmm``'s; ``bias`` (N,): ``F.linear``'s or ``_scaled_mm``'s 1-D
-        bias.  ``scale_a``, ``scale_b`` (FP8 only): one value each (tensor-wise) or (M, 1) and
-        (1, N) (row-wise).  ``out_dtype``: float32 (default), float16 or bfloat16, one
+        bias.  ``scale_a``, ``scale_b`` (FP8 only): one value each (tensor-wise: a Python
+        number or 0-d value is rounded once to FP32, as ``torch.tensor(0.3)`` is; a size-1
+        array must be float32) or float32 (M, 1) and (1, N) arrays (row-wise).  ``out_dtype``: float32 (default), float16 or bfloat16, one
         round to nearest-even of the FP32 result at the points the rules say.  The rules, as
-        measured: :mod:`golden.cublas`, ``docs/numerics.md``.
+        measured: :mod:`golden.cublas`, ``docs/numerics.md``; what they do not pin down
+        raises :class:`golden.cublas.NotModelled` (a ValueError).
 
     K longer than the instruction's is the chain rule: steps of the block width (16 for
     FP16/BF16, 32 for FP8, 8 for TF32 on Hopper), each step's rounded result the next one's C.
@@ -179,15 +181,7 @@ def _library(a, b, c, *, arch, instr, promote, engine, workers, out, saturate, s
     if scale_a is not None:
         if not fp8:
             raise ValueError(f"scale_a and scale_b are for FP8 inputs (torch._scaled_mm), not {a.dtype}")
-        sa, sb = np.asarray(scale_a), np.asarray(scale_b)
-        for name, s in (("scale_a", sa), ("scale_b", sb)):
-            if s.dtype != np.float32:
-                raise ValueError(f"{name} must be float32, not {s.dtype}")
-        row = sa.shape == (m, 1) and sb.shape == (1, n)
-        if not row and not (sa.size == 1 and sb.size == 1):
-            raise ValueError(f"scale_a and scale_b must be one value each (tensor-wise) or "
-                             f"scale_a ({m}, 1) with scale_b (1, {n}) (row-wise), not "
-                             f"{sa.shape} and {sb.shape}")
+        scale_a, scale_b, _ = cublas.fp8_scales(scale_a, scale_b, m, n)
     if fp8 and (c is not None or alpha is not None or beta is not None):
         raise ValueError("FP8 library GEMMs (torch._scaled_mm) take scale_a, scale_b and a "
                          "bias, not c, alpha or beta")
@@ -208,9 +202,10 @@ def _library(a, b, c, *, arch, instr, promote, engine, workers, out, saturate, s
             raise ValueError(f"c of shape {c.shape} does not broadcast to the result "
                              f"{a.shape[:-2] + (m, n)}") from None
     s = 1 if split_k is None else split_k
-    slices = cublas.split_slices(k, s)
-    if len(slices) > 1 and fa not in ("fp16", "bf16"):
-        raise ValueError(f"split_k > 1 is measured for FP16/BF16 inputs only, not {a.dtype}")
+    slices = cublas.split_slices(k, s, fa)
+    alpha = 1.0 if alpha is None else alpha
+    cublas.check_epilogue(alpha=alpha, beta=beta, c=c, bias=bias, scaled=scale_a is not None,
+                          split=s > 1)
     instr = instr_of(fa) if instr is None else instr
 
     def chain(lo, hi):
@@ -220,9 +215,6 @@ def _library(a, b, c, *, arch, instr, promote, engine, workers, out, saturate, s
                    b_fmt=fb, out_fmt="fp32", arch=arch, instr=instr, promote=promote,
                    engine=engine, workers=workers).view(np.float32)
 
-    acc = chain(*slices[0])
-    with np.errstate(invalid="ignore", over="ignore"):
-        for lo, hi in slices[1:]:
-            acc = acc + chain(lo, hi)           # float32 addition in K order: RNE
-    return cublas.epilogue(acc, fmt_out, alpha=1.0 if alpha is None else alpha, beta=beta, c=c,
-                           bias=bias, scale_a=scale_a, scale_b=scale_b, split=s > 1)
+    acc = cublas.split_k_reduce(chain(lo, hi) for lo, hi in slices)
+    return cublas.epilogue(acc, fmt_out, alpha=alpha, beta=beta, c=c, bias=bias,
+                           scale_a=scale_a, scale_b=scale_b, split=s > 1)

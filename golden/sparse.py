@@ -57,7 +57,7 @@ from .formats import FP16, FP32, get_format, pow2_nominal, to_float
 
 __all__ = ["SparseA", "compress", "decompress", "from_capture", "prune_24", "prune_24_bits",
            "mma_sp", "matmul_sp", "cslt_mm", "SEGMENT_K", "KernelCheck", "verify_file",
-           "is_sparse_file", "SPARSE_IN_FORMATS", "TileProblem", "tile_problems"]
+           "is_sparse_file", "SPARSE_IN_FORMATS", "TileProblem", "tile_problems", "bf16_rne"]
 
 #: Input formats a sparse step takes, with the B formats each pairs with.
 SPARSE_IN_FORMATS = {"fp16": ("fp16",), "bf16": ("bf16",), "e4m3": ("e4m3", "e5m2"),
@@ -438,7 +438,7 @@ def mma_sp(a_sparse, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HO
     return d.reshape(batch + (m, n))
 
 
-def _bf16_rne(f32_bits):
+def bf16_rne(f32_bits):
     """FP32 bits to BF16 bits, round to nearest-even; NaN to the canonical 0x7FFF."""
     u = np.asarray(f32_bits, dtype=np.uint32).astype(np.uint64)
     r = (u + 0x7FFF + ((u >> 16) & 1)) >> 16
@@ -510,7 +510,7 @@ def cslt_mm(a_sparse, b, *, in_fmt="fp16", out_fmt=None, b_fmt=None, segment_k=N
             bits = acc.astype(np.float16).view(np.uint16).copy()      # one RNE
         bits[np.isnan(acc)] = 0x7FFF
     elif out_fmt == "bf16":
-        bits = _bf16_rne(bits)
+        bits = bf16_rne(bits)
     return bits.reshape(batch + (m, n))
 
 

@@ -23,7 +23,8 @@ this module adds is the library around it:
   product rounded to the output type, then C added), a 1-D bias (``linear``, the cuBLASLt bias
   epilogue), ``_scaled_mm``'s tensor-wise or row-wise scales and bias.  Combinations the
   captures do not pin down (split-K with beta = 1, cuBLASLt's bias epilogue with alpha != 1,
-  TF32 split-K) raise :class:`Unsupported`.
+  TF32 split-K, block-wise scales: :class:`golden.cublas.NotModelled` from the golden model)
+  raise :class:`Unsupported`.
 
 Under the mode, tensors on another device (a real GPU, ``meta``) go to PyTorch untouched.  A
 GEMM on CPU tensors that the model does not cover (FP32 without TF32, float64, integers other
@@ -207,22 +208,17 @@ def _tf32(opts: _Opts) -> bool:
     return tf32_allowed() if opts.allow_tf32 is None else opts.allow_tf32
 
 
-def _split_count(opts: _Opts, key, dtype, batched: bool) -> int:
-    """The split count of one GEMM of PyTorch shape ``key`` = (M, K, N) under ``opts``."""
+def _split_count(opts: _Opts, key, dtype, auto_splits: bool) -> int:
+    """The split count of one GEMM of PyTorch shape ``key`` = (M, K, N) under ``opts``;
+    ``auto_splits`` False (batched GEMMs, a 1-D right operand: cuBLAS's gemv) makes "auto" 1.
+    A TF32 shape "auto" would split gets its count, which golden refuses (not captured)."""
     m, k, n = key
     rule = opts.split_k
     if isinstance(rule, dict):
         rule = rule.get(tuple(int(v) for v in key), "auto")
     if rule == "auto":
         # The measured heuristic covers FP16/BF16 GEMMs of one matrix (torch_splitk/README).
-        if batched or dtype not in (torch.float16, torch.bfloat16, torch.float32):
-            return 1
-        s = gcublas.split_k_auto(m, k, n)
-        if s > 1 and dtype == torch.float32:
-            _unsupported(opts, f"a {m}x{k}x{n} TF32 GEMM: cuBLAS picks split-K for FP16/BF16 "
-                               "at this shape, and TF32 split-K is not in the captures; pass "
-                               "split_k (1 if the GPU's profile shows no splitK kernel)")
-        return s
+        return gcublas.split_k_auto(m, k, n) if auto_splits else 1
     s = rule(m, k, n, dtype) if callable(rule) else rule
     if isinstance(s, bool) or not isinstance(s, numbers.Integral) or s < 1:
         raise ValueError(f"split_k gave {s!r} for {m}x{k}x{n}: the split count must be an int >= 1")
@@ -249,31 +245,34 @@ def _check_inputs(opts: _Opts, a: torch.Tensor, b: torch.Tensor, what: str):
                            "FP8 through torch._scaled_mm, INT8 through torch._int_mm)")
 
 
+def _library(opts: _Opts, what: str, a: np.ndarray, b: np.ndarray, c=None, **kw) -> np.ndarray:
+    """:func:`golden.matmul`'s library GEMM: what the captures do not pin down
+    (:class:`golden.cublas.NotModelled`) is :class:`Unsupported`; another ValueError (a bad
+    argument) stays one, naming the operation."""
+    try:
+        return golden.matmul(a, b, c, arch=opts.arch, workers=opts.workers, **kw)
+    except gcublas.NotModelled as e:
+        _unsupported(opts, f"{what}: {e}")
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
+
+
 def _gemm(opts: _Opts, a: torch.Tensor, b: torch.Tensor, what: str, out_dtype, key=None, *,
-          c=None, alpha=None, beta=None, bias=None) -> np.ndarray:
+          vector=False, c=None, alpha=None, beta=None, bias=None) -> np.ndarray:
     """One cuBLAS GEMM of FP16, BF16 or FP32 (TF32) tensors through golden.matmul: the K chain
     from zero (split-K where the split count says so), the epilogue of golden.cublas, the
     result in ``out_dtype``.  ``key`` is the (M, K, N) the split count is chosen by (PyTorch's
     own shape, batch folded into M where PyTorch folds it); None: a's and b's last two axes,
-    batched when either has batch axes."""
+    batched when either has batch axes.  ``vector``: b was a 1-D operand (``mv``, which cuBLAS
+    runs as gemv, not a split-K GEMM): "auto" does not split it."""
     _check_inputs(opts, a, b, what)
     batched = False
     if key is None:
         key = (a.shape[-2], a.shape[-1], b.shape[-1])
         batched = a.dim() > 2 or b.dim() > 2
-    split = _split_count(opts, key, a.dtype, batched)
-    if split > 1 and a.dtype == torch.float32:
-        _unsupported(opts, f"{what}: split-K TF32 (split_k={split}) is not in the captures")
-    if split > 1 and c is not None and beta is not None and beta == 1:
-        _unsupported(opts, f"{what} with beta = 1 and a matrix input on a split-K kernel "
-                           f"(split_k={split}) is not in the captures (their split-K addmm has "
-                           "beta != 1); pass split_k=1 where the GPU ran no splitK kernel")
-    try:
-        return golden.matmul(_to_numpy(a), _to_numpy(b), c, arch=opts.arch, workers=opts.workers,
-                             split_k=split, alpha=alpha, beta=beta, bias=bias,
-                             out_dtype=_NP[out_dtype])
-    except ValueError as e:
-        raise ValueError(f"{what}: {e}") from None
+    split = _split_count(opts, key, a.dtype, not (batched or vector))
+    return _library(opts, what, _to_numpy(a), _to_numpy(b), c, split_k=split, alpha=alpha,
+                    beta=beta, bias=bias, out_dtype=_NP[out_dtype])
 
 
 def _out_dtype(opts, in_dtype, out_dtype, what):
@@ -346,7 +345,7 @@ def _matmul_gemm(opts, input, other, what="matmul", **epi):
     key = None
     if b.dim() == 2:
         key = (int(np.prod(a.shape[:-1])), a.shape[-1], b.shape[-1])
-    d = _gemm(opts, a, b, what, input.dtype, key, **epi)
+    d = _gemm(opts, a, b, what, input.dtype, key, vector=other.dim() == 1, **epi)
     if input.dim() == 1:
         d = d[..., 0, :]
     if other.dim() == 1:
@@ -411,11 +410,9 @@ def _addmm_like(opts, what, ndim, args, kwargs):
     # A batch of one is a plain GEMM (PyTorch calls gemm, not the batched routine).
     key = None if ndim == 2 or m1.shape[0] > 1 else (m1.shape[1], m1.shape[2], m2.shape[2])
     if ndim == 2 and beta == 1 and c.dim() == 1 and c.shape[0] == m2.shape[1] and c.is_contiguous():
-        # at::addmm hands a 1-D input with beta = 1 to cuBLASLt's bias epilogue.
-        if alpha != 1:
-            _unsupported(opts, f"{what} with a 1-D input, beta = 1 and alpha = {alpha}: "
-                               "cuBLASLt's bias epilogue with alpha is not in the captures")
-        d = _gemm(opts, m1, m2, what, dtype, key, bias=cn)
+        # at::addmm hands a 1-D input with beta = 1 to cuBLASLt's bias epilogue (golden
+        # refuses it with alpha != 1: not in the captures).
+        d = _gemm(opts, m1, m2, what, dtype, key, bias=cn, alpha=alpha)
     else:
         d = _gemm(opts, m1, m2, what, dtype, key, c=np.broadcast_to(cn, shape), alpha=alpha,
                   beta=beta)
@@ -459,29 +456,6 @@ def _linear(opts, input, weight, bias=None):
     return _finish(d, device)
 
 
-def _scale_kind(opts, what, input, mat2, scale_a, scale_b) -> bool:
-    """Whether the scales are row-wise (True) or tensor-wise (False); Unsupported naming the
-    scale that is neither."""
-    m, n = input.shape[0], mat2.shape[1]
-    for name, s in (("scale_a", scale_a), ("scale_b", scale_b)):
-        if not isinstance(s, torch.Tensor) or s.dtype != torch.float32:
-            _unsupported(opts, f"{what}: {name} must be a float32 tensor, not "
-                               f"{getattr(s, 'dtype', type(s).__name__)}")
-    if scale_a.numel() == 1:
-        if scale_b.numel() != 1:
-            _unsupported(opts, f"{what}: scale_b of shape {tuple(scale_b.shape)} with a "
-                               "tensor-wise scale_a: scale_b must be one value too")
-        return False
-    if tuple(scale_a.shape) != (m, 1):
-        _unsupported(opts, f"{what}: scale_a of shape {tuple(scale_a.shape)} is neither one value "
-                           f"(tensor-wise) nor ({m}, 1) (row-wise); block-wise scales are not "
-                           "modelled")
-    if tuple(scale_b.shape) != (1, n):
-        _unsupported(opts, f"{what}: scale_b of shape {tuple(scale_b.shape)} with a row-wise "
-                           f"scale_a: scale_b must be (1, {n})")
-    return True
-
-
 def _scaled_mm(opts, input, mat2, scale_a, scale_b, bias=None, scale_result=None,
                out_dtype=None, use_fast_accum=False, *, out=None):
     device = _enter(opts, input, mat2, scale_a, scale_b, bias, scale_result, out)
@@ -491,7 +465,11 @@ def _scaled_mm(opts, input, mat2, scale_a, scale_b, bias=None, scale_result=None
     if input.dtype == mat2.dtype == torch.float8_e5m2:
         _unsupported(opts, f"{what} of two E5M2 matrices: cuBLASLt has no E5M2 x E5M2 GEMM")
     _shapes(what, input, mat2, ndim=2)
-    rowwise = _scale_kind(opts, what, input, mat2, scale_a, scale_b)
+    for name, sc in (("scale_a", scale_a), ("scale_b", scale_b)):     # as torch._scaled_mm
+        if not isinstance(sc, torch.Tensor) or sc.dtype != torch.float32:
+            _unsupported(opts, f"{what}: {name} must be a float32 tensor, not "
+                               f"{getattr(sc, 'dtype', type(sc).__name__)}")
+    rowwise = scale_a.numel() != 1          # golden.cublas.fp8_scales checks the shapes
     if scale_result is not None:
         _unsupported(opts, f"{what}: scale_result (an FP8 output) is not modelled")
     dtype = input.dtype if out_dtype is None else out_dtype
@@ -511,12 +489,9 @@ def _scaled_mm(opts, input, mat2, scale_a, scale_b, bias=None, scale_result=None
             raise RuntimeError(f"{what}: bias must be a vector of {mat2.shape[1]} values, not "
                                f"shape {tuple(bias.shape)}")
         bn = _to_numpy(bias)
-    sa, sb = _to_numpy(scale_a), _to_numpy(scale_b)
-    if not rowwise:
-        sa, sb = sa.reshape(()), sb.reshape(())
-    d = golden.matmul(_to_numpy(input), _to_numpy(mat2), arch=opts.arch,
-                      promote=None if use_fast_accum else 128, workers=opts.workers,
-                      scale_a=sa, scale_b=sb, bias=bn, out_dtype=_NP[dtype])
+    d = _library(opts, what, _to_numpy(input), _to_numpy(mat2),
+                 promote=None if use_fast_accum else 128, scale_a=_to_numpy(scale_a),
+                 scale_b=_to_numpy(scale_b), bias=bn, out_dtype=_NP[dtype])
     return _finish(d, device, out)
 
 
@@ -600,14 +575,34 @@ _NVJET = re.compile(r"nvjet_sm\d+_(?P<types>[a-z]+)_(?P<tm>\d+)x(?P<tn>\d+)_(?P<
                     r"(?P<cm>\d+)x(?P<cn>\d+)_[a-z]+_(?P<flags>.*)_[NT]+$")
 
 
-def _gemm_dims(dims):
-    """(M, K, N) of a GEMM operator from the trace's "Input Dims": the first pair of matrices
-    whose inner sizes agree."""
-    mats = [d for d in dims if isinstance(d, list) and len(d) >= 2]
-    for x, y in zip(mats, mats[1:]):
-        if x[-1] == y[-2]:
-            return (int(x[-2]), int(x[-1]), int(y[-1]))
-    return None
+#: Where a GEMM operator's two factors stand among its arguments (the trace's "Input Dims"):
+#: ``addmm(input, mat1, mat2, ...)`` and ``baddbmm`` after their C; ``linear(input, weight,
+#: bias)`` with the weight (N, K) transposed.
+_FACTORS = {"aten::mm": (0, 1), "aten::bmm": (0, 1), "aten::matmul": (0, 1),
+            "aten::_scaled_mm": (0, 1), "aten::addmm": (1, 2), "aten::baddbmm": (1, 2),
+            "aten::linear": (0, 1)}
+
+
+def _gemm_dims(op, dims):
+    """(M, K, N) of a GEMM operator from the trace's "Input Dims", its factors picked by the
+    operator's argument positions (:data:`_FACTORS`); batch axes of a batched left factor
+    times a matrix fold into M (as at::matmul and at::linear run them), those of ``bmm`` /
+    ``baddbmm`` are left out (the mode keys their GEMMs by the last two axes).  None for
+    another operator or dims that are not two such factors."""
+    where = _FACTORS.get(op)
+    if where is None or len(dims) <= max(where):
+        return None
+    x, y = dims[where[0]], dims[where[1]]
+    if not all(isinstance(d, list) and len(d) >= 2 for d in (x, y)):
+        return None
+    if op == "aten::linear":
+        if len(y) != 2:
+            return None
+        y = [y[1], y[0]]                     # weight (N, K): the factor is its transpose
+    if x[-1] != y[-2]:
+        return None
+    m = int(np.prod(x[:-1])) if len(y) == 2 else int(x[-2])
+    return (m, int(x[-1]), int(y[-1]))
 
 
 def _split_from_grid(info, grid, shape):
@@ -681,7 +676,8 @@ def kernels_from_profile(trace, *, cublaslt_log=None) -> list[GemmKernel]:
     for e in events:
         args = e.get("args") or {}
         if e.get("cat") == "cpu_op" and "External id" in args:
-            ops[args["External id"]] = (e.get("name"), _gemm_dims(args.get("Input Dims") or []))
+            ops[args["External id"]] = (e.get("name"),
+                                        _gemm_dims(e.get("name"), args.get("Input Dims") or []))
     out = []
     for e in events:
         if e.get("cat") != "kernel":
@@ -757,8 +753,12 @@ class emulate(TorchFunctionMode):
         an int for every GEMM; a dict ``{(M, K, N): S}`` (shapes not in it: "auto"); a
         callable ``(M, K, N, dtype) -> S``; the records of :func:`kernels_from_profile` (what
         a GPU run picked); ``"auto"``: the counts cuBLAS picked on the captured shapes with
-        PyTorch's default workspace (:func:`golden.cublas.split_k_auto`: S = floor(3K / 4096)
-        for outputs up to 64 x 64, else 1; batched GEMMs 1).  (M, K, N) is PyTorch's shape of
+        PyTorch's default workspace (:func:`golden.cublas.split_k_auto`: S = max(1,
+        floor(3K / 4096)) for outputs up to 64 x 64).  Above 64 x 64 outputs the split count
+        is NOT measured (no capture there has K > 2048): "auto" gives 1 there, a chosen
+        default; profile the GPU run and pass ``split_k`` to be sure.  "auto" also gives 1 to
+        batched GEMMs and to a 1-D right operand (``mv``: cuBLAS runs gemv there, not
+        captured); an int, dict or callable applies as given.  (M, K, N) is PyTorch's shape of
         the GEMM, a batch folded into M where at::matmul / at::linear fold it.  cuBLAS's
         heuristic is its own: profile the GPU run where the shapes are not the captured ones.
         ``_scaled_mm`` is never split (no capture ran a split-K FP8 kernel).

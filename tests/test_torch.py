@@ -498,13 +498,14 @@ def _splitk_calls(data, meta):
         "matmulT": lambda: torch.mm(b.T, a.T).T,
         "32_addmm": lambda: torch.addmm(c.float(), a, b, out_dtype=f32, beta=be, alpha=al),
         "addmm": lambda: torch.addmm(c, a, b, beta=be, alpha=al),
-        "rr": lambda: a @ b,
+        "rr0": lambda: torch.mm(a, b),       # FP16/BF16-output torch.mm on a split-K file
+        "rr1": lambda: a @ b,
     }
     out = {}
     for key in [k for k in data if k.startswith(("d_", "d32_"))]:
         name = key[1:] if key.startswith("d32") else key[2:]
         if meta["kind"] == "splitk":         # the _rr0 / _rr1 suffix: the switch, not the call
-            name = name[:-4] if name.endswith(("_rr0", "_rr1")) else "rr"
+            name = name[:-4] if name.endswith(("_rr0", "_rr1")) else name
         out[key] = calls[name]
     return out
 
@@ -553,22 +554,33 @@ def test_the_old_epilogue_missed_addmm_with_default_beta():
     assert _mismatches(got, data["d_addmm_11"]) == 0
 
 
+def _trace_op(key, m, k, n):
+    """The operator that launches the capture key's kernels and its "Input Dims", as
+    torch.profiler records them (record_shapes=True): F.linear and addmm with a bias vector
+    reach aten::addmm with the bias first, addmm with C (M, N) first, _scaled_mm its
+    operands, its scales ([] for a 0-d tensor) and bias."""
+    if "_tw_" in key or "_rw_" in key:
+        scales = [[], []] if "_tw_" in key else [[m, 1], [1, n]]
+        return "aten::_scaled_mm", [[m, k], [k, n]] + scales + ([[n]] if "bias" in key else [[]])
+    if "lin" in key or "addmm_bias" in key:
+        return "aten::addmm", [[n], [m, k], [k, n], [], []]
+    if "addmm" in key:
+        return "aten::addmm", [[m, n], [m, k], [k, n], [], []]
+    if "matmulT" in key:
+        return "aten::mm", [[n, k], [k, m]]
+    return "aten::mm", [[m, k], [k, n]]
+
+
 def _trace(data, meta):
     """A torch.profiler chrome trace of the capture's GEMMs, from its meta: one cpu_op per
-    output key (its PyTorch operator and input shapes) and the kernels it launched."""
+    output key (its PyTorch operator and input shapes, :func:`_trace_op`) and the kernels it
+    launched."""
     m, k, n = meta["M"], meta["K"], meta["N"]
     events = []
     for i, (key, kernels) in enumerate(meta["kernels"].items()):
         if key not in data:
             continue
-        if "lin" in key:
-            op, dims = "aten::addmm", [[n], [m, k], [k, n], [], []]
-        elif "matmulT" in key:
-            op, dims = "aten::mm", [[n, k], [k, m]]
-        elif "_tw_" in key or "_rw_" in key:
-            op, dims = "aten::_scaled_mm", [[m, k], [k, n], [], []]
-        else:
-            op, dims = "aten::mm", [[m, k], [k, n]]
+        op, dims = _trace_op(key, m, k, n)
         events.append({"ph": "X", "cat": "cpu_op", "name": op,
                        "args": {"External id": i, "Input Dims": dims}})
         for name, grid, block in kernels:
@@ -609,6 +621,42 @@ def test_profile_reader_finds_the_split_counts(path, tmp_path):
         assert _mismatches(torch.mm(a, b, out_dtype=torch.float32), data["d32_rr0"]) > 0
 
 
+def test_profile_replays_an_addmm_split_count_that_auto_would_not_pick():
+    """An addmm (C (M, N) first in its Input Dims, M = N) whose kernel ran S = 2 where "auto"
+    picks the captured S = 3: the records carry (M, K, N) and the replay runs S = 2, so the
+    result differs from the capture (which S = 3 reproduces) and equals split_k=2."""
+    data = load(SPLITK / "h100_splitk_normal_f16_16x4096x16.npz")
+    meta = json.loads(str(data["meta"]))
+    m, k, n = meta["M"], meta["K"], meta["N"]
+    assert m == n and gcublas.split_k_auto(m, k, n) == 3 == meta["numSplitsK"]["d_addmm_rr0"]
+    op, dims = _trace_op("d_addmm_rr0", m, k, n)
+    assert (op, dims[0]) == ("aten::addmm", [m, n])
+    (name, grid, block), reduce = meta["kernels"]["d_addmm_rr0"]
+    assert grid == [1, 3, 1]
+    trace = {"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": op, "args": {"External id": 7, "Input Dims": dims}},
+        {"ph": "X", "cat": "kernel", "name": name,
+         "args": {"External id": 7, "grid": [1, 2, 1], "block": block}},
+        {"ph": "X", "cat": "kernel", "name": reduce[0],
+         "args": {"External id": 7, "grid": reduce[1], "block": reduce[2]}}]}
+    records = tt.kernels_from_profile(trace)
+    assert [(r.op, r.shape, r.split_k, r.beta) for r in records] == \
+        [("aten::addmm", (m, k, n), 2, "scaled")]
+    assert tt.split_counts(records) == {(m, k, n): 2}
+    a, b, c = (_tensor(data[x], "f16") for x in ("a", "b", "c"))
+    call = lambda: torch.addmm(c, a, b, beta=meta["beta"], alpha=meta["alpha"])   # noqa: E731
+    with torch.no_grad():
+        with tt.emulate(split_k=records):
+            replay = _bits(call())
+        with tt.emulate(split_k=2):
+            two = _bits(call())
+        with tt.emulate():
+            auto = _bits(call())
+    assert np.array_equal(auto, data["d_addmm_rr0"])          # auto: S = 3, the capture
+    assert np.array_equal(replay, two)
+    assert int((replay != data["d_addmm_rr0"]).sum()) > 0     # S = 2, not auto's 3
+
+
 def test_profile_reader_takes_the_cublaslt_log_and_a_profiler():
     data = load(SPLITK / "h100_splitk_normal_f16_16x4096x16.npz")
     meta = json.loads(str(data["meta"]))
@@ -626,6 +674,23 @@ def test_profile_reader_takes_the_cublaslt_log_and_a_profiler():
     with torch.profiler.profile(record_shapes=True) as prof:
         torch.mm(torch.ones(4, 4), torch.ones(4, 4))
     assert tt.kernels_from_profile(prof) == []
+
+
+def test_auto_does_not_split_a_vector_right_operand():
+    """a @ v with a 1-D v runs cuBLAS's gemv (not captured), not a split-K GEMM: "auto" gives
+    it no split, where the (16, 4096) @ (4096, 1) matrix product gets S = 3.  In TF32 a split
+    is refused, so the matrix product raises and the vector product is the plain chain."""
+    a, v = _rand((16, 4096), torch.float32, 40), _rand((4096,), torch.float32, 41)
+    with torch.no_grad(), tt.emulate(allow_tf32=True):
+        got = a @ v
+        with pytest.raises(tt.Unsupported, match="TF32"):
+            a @ v[:, None]
+    assert np.array_equal(_bits(got), _golden(a, v[:, None])[:, 0].view(np.uint32))
+    h, w = a.half(), v.half()
+    with torch.no_grad(), tt.emulate():
+        got = torch.matmul(h, w)
+    assert np.array_equal(_bits(got), _golden(h, w[:, None], out_dtype=np.float16)[:, 0]
+                          .view(np.uint16))
 
 
 def test_split_k_option_and_bad_counts():
