@@ -168,3 +168,39 @@ def test_random_operands_are_values_of_the_formats():
 
 def test_from_numerics_and_numerics_op():
     assert op_module.Op is Op
+
+
+def test_a_new_input_format_is_one_table_row(monkeypatch, capsys):
+    """One row added to the format table (an FP6 E3M2 of the FP8 datapath, B E3M2 or E4M3, FP32
+    accumulation): Op, its refusals, its operands and tcore gemm's choices pick it up."""
+    from numerics.formats import INPUT_FORMATS, InputFormat
+    from sim.cli import main
+    monkeypatch.setitem(INPUT_FORMATS, "e3m2", InputFormat(
+        "e3m2", "fp8", True, 8, ("e3m2", "e4m3"), ("fp32",), "float6_e3m2fn", instrs=("wgmma",)))
+
+    op = Op.parse("e3m2.e4m3->fp32")
+    assert op == Op("e3m2", "e4m3", "fp32", instr="wgmma") == Op.from_kernel("e3m2_e4m3_f32")
+    assert str(op) == "e3m2.e4m3->fp32" and op.kernel_name == "e3m2_e4m3_f32"
+    assert op.k_step == 32 and op.beat_k == 8
+    assert op.mode_fields == dict(kind=3, acc_f16=False, a_alt=True, b_alt=False, sat=False,
+                                  b_cols=True)
+    assert np.dtype(op.a_dtype) == np.dtype(ml_dtypes.float6_e3m2fn)
+    a, _ = op.random_operands(8, 8, 32, seed=4)
+    x = a.view(ml_dtypes.float6_e3m2fn).astype(np.float32)
+    assert a.dtype == np.uint8 and np.all(np.abs(x) <= 28) and len(np.unique(x)) > 8
+
+    for text, why in (("e3m2->fp16", "e3m2 inputs accumulate in fp32, not 'fp16'"),
+                      ("e3m2.e5m2->fp32", "e3m2 A pairs with e3m2 or e4m3 B, not 'e5m2'"),
+                      ("e3m2->fp32.mma", "e3m2 takes instr='wgmma', not instr='mma'"),
+                      ("e2m1->fp32", "must be one of fp16, bf16, tf32, e4m3, e5m2, s8, u8, e3m2, "
+                                     "not 'e2m1'")):
+        with pytest.raises(UnsupportedOp, match=rf"^unsupported operation {text}: .*{why}"):
+            Op.parse(text)
+
+    with pytest.raises(SystemExit):
+        main(["gemm", "--help"])
+    usage = capsys.readouterr().out
+    assert "e3m2" in usage and "e3m2_e4m3" in usage
+    code = main(["gemm", "--format", "e3m2", "--acc", "f16", "--m", "16", "--n", "16", "--k", "32"])
+    assert code == 2
+    assert "unsupported operation e3m2->fp16: e3m2 inputs accumulate in fp32" in capsys.readouterr().err
