@@ -119,13 +119,11 @@ def matmul(a, b, c=None, *, workers=None, **kwargs):
     # Formats, out, c's dtype and the other arguments: the serial function on a 1x1x1 product.
     c1 = None if c is None else np.zeros((1, 1), c.dtype)
     d1 = floats.matmul(np.zeros((1, 1), a.dtype), np.zeros((1, 1), b.dtype), c1, workers=1, **kwargs)
-    fa, fb = floats._formats(np.zeros(0, a.dtype), np.zeros(0, b.dtype))
-    out = kwargs.get("out")
-    out_fmt = "s32" if fa in ("s8", "u8") else (out or "fp32")
-    bits = floats._BITS
+    op = floats.matmul_op(a.dtype, b.dtype, **{k: kwargs[k] for k in
+                                               ("out", "saturate", "instr", "promote") if k in kwargs})
     cshape = (a.shape[-2], b.shape[-1]) if c is None else c.shape
-    check_operands(_view(a.shape, bits[a.dtype.itemsize]), _view(b.shape, bits[b.dtype.itemsize]),
-                   _view(cshape, bits[d1.dtype.itemsize]), fa, out_fmt, fb)
+    check_operands(_view(a.shape, op.a_bits), _view(b.shape, op.b_bits),
+                   _view(cshape, op.acc_bits), op.a, op.acc, op.b)
     kwargs["workers"] = 1 if workers is None else workers
     return _blockwise(floats.matmul, a, b, c, d1.dtype, kwargs)
 

@@ -22,31 +22,35 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from .mma import instr_of, mma
+from numerics import Op
+from numerics.formats import INPUT_FORMATS
 
-__all__ = ["matmul"]
+from .mma import mma
 
-
-def _dtypes():
-    return {np.dtype(np.float16): "fp16", np.dtype(ml_dtypes.bfloat16): "bf16",
-            np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2",
-            np.dtype(np.float32): "tf32", np.dtype(np.int8): "s8", np.dtype(np.uint8): "u8"}
+__all__ = ["matmul", "matmul_op"]
 
 
 _ACCEPTED = ("a and b both float16 (FP16), both bfloat16 (BF16), float8_e4m3fn/float8_e5m2 in "
              "any mix (FP8), both float32 (TF32), or int8/uint8 a with int8 b (INT8)")
-_BITS = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
-def _formats(a, b):
-    names = _dtypes()
-    fa, fb = names.get(a.dtype), names.get(b.dtype)
-    fp8 = ("e4m3", "e5m2")
-    ok = (fa is not None and fb is not None and
-          (fa == fb and fa not in ("u8",) or (fa in fp8 and fb in fp8) or (fa == "u8" and fb == "s8")))
-    if not ok:
-        raise TypeError(f"matmul takes {_ACCEPTED}; not a {a.dtype}, b {b.dtype}")
+def _formats(a_dtype, b_dtype):
+    """A's and B's formats, from the value types of the format table."""
+    names = {Op(f).a_dtype: f for f in INPUT_FORMATS}
+    fa, fb = names.get(np.dtype(a_dtype)), names.get(np.dtype(b_dtype))
+    if fa is None or fb not in INPUT_FORMATS[fa].b_formats:
+        raise TypeError(f"matmul takes {_ACCEPTED}; not a {np.dtype(a_dtype)}, "
+                        f"b {np.dtype(b_dtype)}")
     return fa, fb
+
+
+def matmul_op(a_dtype, b_dtype, *, out=None, saturate=False, instr=None, promote=None) -> Op:
+    """The :class:`numerics.Op` :func:`matmul` computes for ``a`` and ``b`` of these dtypes
+    and these keywords; TypeError, ValueError (:class:`numerics.UnsupportedOp`) as it."""
+    fa, fb = _formats(a_dtype, b_dtype)
+    if out not in (None, "fp16"):
+        raise ValueError(f"out must be None (FP32, S32 for INT8) or 'fp16', not {out!r}")
+    return Op(fa, fb, out or INPUT_FORMATS[fa].outputs[0], saturate, instr=instr, promote=promote)
 
 
 def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False, promote=None,
@@ -131,14 +135,8 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
         return dask_matmul(a, b, c, out=out, arch=arch, instr=instr, saturate=saturate,
                            promote=promote, engine=engine, workers=workers)
     a, b = np.asarray(a), np.asarray(b)
-    fa, fb = _formats(a, b)
-    kind_int = fa in ("s8", "u8")
-    if out not in (None, "fp16"):
-        raise ValueError(f"out must be None (FP32, S32 for INT8) or 'fp16', not {out!r}")
-    if out == "fp16" and fa not in ("fp16", "e4m3", "e5m2"):
-        raise ValueError(f"out='fp16' is for FP16 and FP8 inputs, not {a.dtype}")
-    out_fmt = "s32" if kind_int else (out or "fp32")
-    c_dtype = {"s32": np.int32, "fp32": np.float32, "fp16": np.float16}[out_fmt]
+    op = matmul_op(a.dtype, b.dtype, out=out, saturate=saturate, instr=instr, promote=promote)
+    c_dtype = op.acc_dtype
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError(f"a and b must be at least 2-D (..., rows, cols), not {a.shape}, {b.shape}")
     if c is None:
@@ -147,10 +145,8 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
     if c.dtype != c_dtype:
         raise TypeError(f"c must be {np.dtype(c_dtype).name} for {a.dtype} inputs with "
                         f"out={out!r}, not {c.dtype}")
-    bits = mma(a.view(_BITS[a.itemsize]), b.view(_BITS[b.itemsize]), c.view(_BITS[c.itemsize]),
-               in_fmt=fa, b_fmt=fb, out_fmt=out_fmt, arch=arch,
-               instr=instr_of(fa) if instr is None else instr, saturate=saturate,
-               promote=promote, engine=engine, workers=workers)
+    bits = mma(a.view(op.a_bits), b.view(op.b_bits), c.view(op.acc_bits), op=op, arch=arch,
+               engine=engine, workers=workers)
     return bits.view(c_dtype)
 
 
@@ -163,8 +159,8 @@ def _library(a, b, c, *, arch, instr, promote, engine, workers, out, saturate, s
         raise ValueError("split_k, alpha, beta, bias, scales and out_dtype take NumPy arrays, "
                          "not dask arrays")
     a, b = np.asarray(a), np.asarray(b)
-    fa, fb = _formats(a, b)
-    if fa in ("s8", "u8"):
+    fa, fb = _formats(a.dtype, b.dtype)
+    if INPUT_FORMATS[fa].integer:
         raise ValueError("split_k, alpha, beta, bias, scales and out_dtype are for floating-point "
                          "GEMMs (INT8: torch._int_mm has none of them)")
     if out is not None or saturate:
@@ -172,7 +168,7 @@ def _library(a, b, c, *, arch, instr, promote, engine, workers, out, saturate, s
                          "(out_dtype is its result type)")
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError(f"a and b must be at least 2-D (..., rows, cols), not {a.shape}, {b.shape}")
-    fp8 = fa in ("e4m3", "e5m2")
+    fp8 = INPUT_FORMATS[fa].kind == "fp8"
     fmt_out = cublas.out_format(np.float32 if out_dtype is None else out_dtype)
     m, k = a.shape[-2:]
     n = b.shape[-1]
@@ -206,13 +202,12 @@ def _library(a, b, c, *, arch, instr, promote, engine, workers, out, saturate, s
     alpha = 1.0 if alpha is None else alpha
     cublas.check_epilogue(alpha=alpha, beta=beta, c=c, bias=bias, scaled=scale_a is not None,
                           split=s > 1)
-    instr = instr_of(fa) if instr is None else instr
+    op = Op(fa, fb, "fp32", instr=instr, promote=promote)
 
     def chain(lo, hi):
         aa, bb = a[..., lo:hi], b[..., lo:hi, :]
         zero = np.zeros(np.broadcast_shapes(aa.shape[:-2], bb.shape[:-2]) + (m, n), np.uint32)
-        return mma(aa.view(_BITS[a.itemsize]), bb.view(_BITS[b.itemsize]), zero, in_fmt=fa,
-                   b_fmt=fb, out_fmt="fp32", arch=arch, instr=instr, promote=promote,
+        return mma(aa.view(op.a_bits), bb.view(op.b_bits), zero, op=op, arch=arch,
                    engine=engine, workers=workers).view(np.float32)
 
     acc = cublas.split_k_reduce(chain(lo, hi) for lo, hi in slices)

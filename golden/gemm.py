@@ -10,23 +10,25 @@ from __future__ import annotations
 
 import numpy as np
 
+from numerics import Op
+
 from .mma import mma
 
 __all__ = ["matmul_t", "check_gemm"]
 
 
 def check_gemm(m: int, n: int, k: int, in_fmt: str = "fp16", out_fmt: str = "fp32"):
-    """Raise ValueError with a clear message for a GEMM matmulT cannot run."""
+    """Raise ValueError with a clear message for a GEMM matmulT cannot run (the operation's
+    refusal is :class:`numerics.UnsupportedOp`'s)."""
     for name, v in (("M", m), ("N", n), ("K", k)):
         if v < 16 or v % 16:
             raise ValueError(f"{name} must be a positive multiple of 16 (one 16x16 tile), not {v}")
-    if in_fmt == "bf16" and out_fmt == "fp16":
-        raise ValueError("BF16 inputs with an FP16 accumulator is not a WMMA combination")
+    Op(in_fmt, acc=out_fmt)
 
 
 def matmul_t(a, b, *, in_fmt="fp16", out_fmt="fp32", arch="hopper") -> np.ndarray:
     """D = A·B for A (M, K) and B (K, N) bit arrays, as matmulT on the tensor core."""
     a, b = np.asarray(a), np.asarray(b)
     check_gemm(a.shape[0], b.shape[1], a.shape[1], in_fmt, out_fmt)
-    c = np.zeros((a.shape[0], b.shape[1]), np.uint32 if out_fmt == "fp32" else np.uint16)
-    return mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, arch=arch)
+    op = Op(in_fmt, acc=out_fmt)
+    return mma(a, b, np.zeros((a.shape[0], b.shape[1]), op.acc_bits), op=op, arch=arch)

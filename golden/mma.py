@@ -20,6 +20,7 @@ import os
 
 import numpy as np
 
+from numerics import Op
 from numerics.formats import INPUT_FORMATS
 
 from .arch import get_arch, HOPPER
@@ -47,9 +48,11 @@ def input_kind(fmt: str) -> str:
 
 
 def instr_of(fmt: str) -> str:
-    """The instruction a tensor-core step of input format ``fmt`` is measured through:
-    ``"wgmma"`` for FP8 (``mma.sync`` FP8 is an emulation on sm_90), ``"mma"`` otherwise."""
-    return "wgmma" if input_kind(fmt) == "fp8" else "mma"
+    """The instruction a tensor-core step of input format (or kind) ``fmt`` is measured
+    through: ``"wgmma"`` for FP8 (``mma.sync`` FP8 is an emulation on sm_90), ``"mma"``
+    otherwise; the format table's (:attr:`numerics.Op.default_instr`)."""
+    kind = input_kind(fmt)
+    return next((f.instrs[0] for f in INPUT_FORMATS.values() if f.kind == kind), "mma")
 
 
 def _out_dtype(out_fmt: str):
@@ -115,9 +118,12 @@ def default_engine() -> str:
     return "compiled" if fast.AVAILABLE else "numpy"
 
 
-def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode="hopper",
-        instr="mma", saturate=False, promote=None, engine=None, workers=None):
+def mma(a, b, c, *, op=None, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER,
+        mode="hopper", instr="mma", saturate=False, promote=None, engine=None, workers=None):
     """D = A·B + C with the tensor core's arithmetic, on bit patterns.
+
+    The operation is ``op`` (a :class:`numerics.Op`, or its spelling such as ``"e4m3->fp16"``),
+    or the keywords ``in_fmt`` .. ``promote`` one by one; not both.
 
     Parameters
     ----------
@@ -171,6 +177,16 @@ def mma(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOPPER, mode
     ``dask.array`` of D instead, chunked over M and N, the whole K in each block
     (:mod:`golden.distributed`).
     """
+    if op is not None:
+        if (in_fmt, out_fmt, b_fmt, instr, saturate, promote) != ("fp16", "fp32", None, "mma",
+                                                                  False, None):
+            raise TypeError("give the operation as op= or as in_fmt, b_fmt, out_fmt, instr, "
+                            "saturate and promote, not both")
+        op = Op.parse(op) if isinstance(op, str) else op
+        if op.sparse:
+            raise ValueError(f"{op} has a 2:4 sparse A: golden.sparse.mma_sp computes it")
+        in_fmt, b_fmt, out_fmt = op.a, op.b, op.acc
+        instr, saturate, promote = op.instr, op.saturate, op.promote
     if any(hasattr(x, "__dask_graph__") for x in (a, b, c)):      # dask: golden.distributed
         from .distributed import mma as dask_mma
         return dask_mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, arch=arch, mode=mode,
@@ -377,5 +393,4 @@ def mma4(a, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False, 
     if a.shape[-2:] != (4, want_k) or b.shape[-2:] != (want_k, 4) or c.shape[-2:] != (4, 4):
         raise ValueError(f"mma4 with {in_fmt} and fused={fused} takes a (..., 4, {want_k}), "
                          f"b (..., {want_k}, 4), c (..., 4, 4); not {a.shape}, {b.shape}, {c.shape}")
-    return mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, arch=HOPPER, instr=instr_of(in_fmt),
-               saturate=saturate)
+    return mma(a, b, c, op=Op(in_fmt, b_fmt, out_fmt, saturate), arch=HOPPER)

@@ -27,6 +27,7 @@ import json
 import ml_dtypes
 import numpy as np
 
+from numerics import Op
 from numerics.formats import INPUT_FORMATS, OUTPUT_BITS, dtype_of
 
 __all__ = ["Kernel", "KERNELS", "VectorFileError", "Problem", "load", "problem", "kernels_in",
@@ -39,55 +40,76 @@ class VectorFileError(ValueError):
 
 @dataclass(frozen=True)
 class Kernel:
-    """One captured instruction (or library call): its formats and where its data sits.
+    """One captured instruction (or library call): its operation and where its data sits.
 
-    ``in_fmt`` and ``b_fmt`` are A's and B's formats, ``out_fmt`` the accumulator's; C is the
-    file's ``c_key`` array, rounded from FP32 to FP16 (nearest-even) where ``c_to_f16`` (the FP8
-    FP16-output captures keep only the FP32 ``c``).  ``instr``, ``saturate`` and ``promote`` are
-    passed to :func:`golden.mma.mma`.
+    ``op`` is the :class:`numerics.Op` computed; the kernel's name is its
+    :attr:`~numerics.Op.kernel_name` and D is the file's ``d_<name>``.  C is the file's
+    ``c_key`` array, rounded from FP32 to FP16 (nearest-even) where ``c_to_f16`` (the FP8
+    FP16-output captures keep only the FP32 ``c``).
     """
 
-    name: str
-    in_fmt: str
-    out_fmt: str
-    c_key: str
-    d_key: str
-    b_fmt: str | None = None
-    instr: str = "mma"
-    saturate: bool = False
-    promote: int | None = None
+    op: Op
+    c_key: str = "c"
     c_to_f16: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.op.kernel_name
+
+    @property
+    def d_key(self) -> str:
+        return f"d_{self.name}"
+
+    @property
+    def in_fmt(self) -> str:
+        return self.op.a
+
+    @property
+    def b_fmt(self) -> str:
+        return self.op.b
+
+    @property
+    def out_fmt(self) -> str:
+        return self.op.acc
+
+    @property
+    def instr(self) -> str:
+        return self.op.instr
+
+    @property
+    def saturate(self) -> bool:
+        return self.op.saturate
+
+    @property
+    def promote(self) -> int | None:
+        return self.op.promote
 
     @property
     def kind(self) -> str:
         """The datapath kind (:data:`numerics.KINDS`) of the inputs."""
-        from .mma import input_kind
-        return input_kind(self.in_fmt)
+        return self.op.kind
 
     def mma_args(self) -> dict:
-        """Keyword arguments of :func:`golden.mma.mma` for this kernel."""
-        return {"in_fmt": self.in_fmt, "b_fmt": self.b_fmt, "out_fmt": self.out_fmt,
-                "instr": self.instr, "saturate": self.saturate, "promote": self.promote}
-
-
-def _fp8(name, a, b, out="fp32", **kw):
-    return Kernel(name, a, out, "c", f"d_{name}", b_fmt=b, instr="wgmma",
-                  c_to_f16=out == "fp16", **kw)
+        """Keyword arguments of :func:`golden.mma.mma` for this kernel, one by one (so that a
+        check can change one of them)."""
+        op = self.op
+        return {"in_fmt": op.a, "b_fmt": op.b, "out_fmt": op.acc, "instr": op.instr,
+                "saturate": op.saturate, "promote": op.promote}
 
 
 KERNELS = {k.name: k for k in (
-    Kernel("f16_f32", "fp16", "fp32", "c", "d_f16_f32"),
-    Kernel("bf16_f32", "bf16", "fp32", "c", "d_bf16_f32"),
-    Kernel("f16_f16", "fp16", "fp16", "c16", "d_f16_f16"),
-    _fp8("e4m3_f32", "e4m3", "e4m3"),
-    _fp8("e5m2_f32", "e5m2", "e5m2"),
-    _fp8("e4m3_e5m2_f32", "e4m3", "e5m2"),
-    _fp8("e4m3_f16", "e4m3", "e4m3", out="fp16"),
-    _fp8("e4m3_f32_p128", "e4m3", "e4m3", promote=128),
-    Kernel("tf32_f32", "tf32", "fp32", "c", "d_tf32_f32"),
-    Kernel("s8_s32", "s8", "s32", "c", "d_s8_s32"),
-    Kernel("s8_s32_sat", "s8", "s32", "c", "d_s8_s32_sat", saturate=True),
-    Kernel("u8_s8_s32", "u8", "s32", "c", "d_u8_s8_s32", b_fmt="s8"),
+    Kernel(Op.parse("fp16->fp32")),
+    Kernel(Op.parse("bf16->fp32")),
+    Kernel(Op.parse("fp16->fp16"), "c16"),
+    Kernel(Op.parse("e4m3->fp32")),
+    Kernel(Op.parse("e5m2->fp32")),
+    Kernel(Op.parse("e4m3.e5m2->fp32")),
+    Kernel(Op.parse("e4m3->fp16"), c_to_f16=True),
+    Kernel(Op.parse("e4m3->fp32.p128")),
+    Kernel(Op.parse("tf32->fp32")),
+    Kernel(Op.parse("s8->s32")),
+    Kernel(Op.parse("s8->s32.sat")),
+    Kernel(Op.parse("u8.s8->s32")),
 )}
 
 _BITS = {n: np.dtype(dtype_of(n)) for n in (*INPUT_FORMATS, *OUTPUT_BITS)}

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from numerics import Op, UnsupportedOp
 from numerics.fragments import SHAPES, dims, distinct, element_map
 
 from .mma import mma
@@ -180,8 +181,9 @@ def mma_sync(d: Fragment, a: Fragment, b: Fragment, c: Fragment, arch="hopper") 
                         f"{a.shape}, {b.shape}, {c.shape}, {d.shape}")
     if a.fmt != b.fmt or c.fmt != d.fmt:
         raise WmmaError("a and b, and c and d, must have the same element format")
-    if a.fmt == "bf16" and d.fmt == "fp16":
-        raise WmmaError("BF16 inputs with an FP16 accumulator is not a WMMA combination")
-    d.from_matrix(mma(a.to_matrix(), b.to_matrix(), c.to_matrix(), in_fmt=a.fmt, out_fmt=d.fmt,
-                      arch=arch))
+    try:
+        op = Op(a.fmt, b.fmt, d.fmt)
+    except UnsupportedOp as e:
+        raise WmmaError(str(e)) from None
+    d.from_matrix(mma(a.to_matrix(), b.to_matrix(), c.to_matrix(), op=op, arch=arch))
     return d

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth.lib import data
 
-from numerics.formats import INPUT_FORMATS
+from numerics import Op
 
 __all__ = ["sparse_layout", "sparse_image", "write_memh", "read_memh", "struct_fields", "pack_struct", "unpack_struct", "cfg_word", "fcfg_word",
            "gemm_layout", "clock_budget", "fp4_image", "fp4_extra_clocks"]
@@ -61,12 +61,9 @@ def fcfg_word(**f) -> int:
 
 
 def gemm_fields(in_fmt="fp16", b_fmt=None, out_fmt="fp32", saturate=False) -> dict:
-    """The GemmConfig fields of a format (kind, variants, b_cols) besides sizes and bases.
-    The kinds beyond FP16/BF16 take B column-major (N x K), the TN layout."""
-    fmt = INPUT_FORMATS[in_fmt]
-    return {"kind": fmt.code, "acc_f16": out_fmt == "fp16", "a_alt": fmt.alt,
-            "b_alt": INPUT_FORMATS[b_fmt or in_fmt].alt, "sat": bool(saturate),
-            "b_cols": fmt.b_cols}
+    """The GemmConfig fields of an operation (kind, variants, accumulator, saturation, b_cols)
+    besides sizes, bases and ``sparse``: :attr:`numerics.Op.mode_fields`."""
+    return Op(in_fmt, b_fmt, out_fmt, saturate).mode_fields
 
 
 def gemm_layout(m, n, k, acc_f16, esize=2):

@@ -7,29 +7,34 @@ The arithmetic of each kind is :mod:`numerics` (``Arch.step``); the bit fields o
 
 Input formats (PTX names in brackets; ``../shared/spec/numerics.md``):
 
-===========  ======  ===  ====  ======  ======  ===================  ===========
-format       kind    alt  bits  beat_k  k_step  B formats            outputs
-===========  ======  ===  ====  ======  ======  ===================  ===========
-fp16 (f16)   fp16    no   16    4       16      fp16                 fp32, fp16
-bf16         bf16    no   16    4       16      bf16                 fp32
-tf32         tf32    no   32    2       8       tf32                 fp32
-e4m3         fp8     no   8     8       32      e4m3, e5m2           fp32, fp16
-e5m2         fp8     yes  8     8       32      e5m2, e4m3           fp32, fp16
-s8           int8    no   8     8       32      s8                   s32
-u8           int8    yes  8     8       32      s8                   s32
-===========  ======  ===  ====  ======  ======  ===================  ===========
+===========  ======  ===  ====  ======  ======  ==========  ==========  ==============  ======
+format       kind    alt  bits  beat_k  k_step  B formats   outputs     values          2:4
+===========  ======  ===  ====  ======  ======  ==========  ==========  ==============  ======
+fp16 (f16)   fp16    no   16    4       16      fp16        fp32, fp16  float16         yes
+bf16         bf16    no   16    4       16      bf16        fp32        bfloat16        yes
+tf32         tf32    no   32    2       8       tf32        fp32        float32         no
+e4m3         fp8     no   8     8       32      e4m3, e5m2  fp32, fp16  float8_e4m3fn   yes
+e5m2         fp8     yes  8     8       32      e5m2, e4m3  fp32, fp16  float8_e5m2     yes
+s8           int8    no   8     8       32      s8          s32         int8            no
+u8           int8    yes  8     8       32      s8          s32         uint8           no
+===========  ======  ===  ====  ======  ======  ==========  ==========  ==============  ======
 
 ``beat_k`` is the k depth of one beat of the 4x4 core (a 64-bit row of A, ``64 // bits``
-elements); ``k_step`` the K of one m16n16 MMA step (256-bit rows, ``256 // bits``).
+elements); ``k_step`` the K of one m16n16 MMA step (256-bit rows, ``256 // bits``).  ``values``
+is the NumPy (or ``ml_dtypes``) type of the elements' values; ``2:4`` whether a 2:4 sparse A
+(``mma.sp``) is modelled.  Every format runs through ``mma.sync`` and ``wgmma`` (the same bits,
+measured) but FP8, which runs through ``wgmma`` only (``mma.sync`` FP8 on sm_90 is a compiler
+emulation, not modelled).  :class:`numerics.op.Op` is an operation on these formats.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import KINDS
+from .arch import KINDS
 
-__all__ = ["InputFormat", "INPUT_FORMATS", "OUTPUT_BITS", "input_format", "dtype_of"]
+__all__ = ["InputFormat", "INPUT_FORMATS", "OUTPUT_BITS", "OUTPUT_VALUES", "PTX_NAMES",
+           "input_format", "dtype_of"]
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,14 @@ class InputFormat:
         The B formats an A of this format pairs with, its own (or the default) first.
     outputs : tuple of str
         Its accumulator (C and D) formats, the default first.
+    values : str
+        The NumPy type of its values, by name: a NumPy dtype (``"float16"``) or an
+        ``ml_dtypes`` type (``"bfloat16"``, ``"float8_e4m3fn"``); TF32's is ``"float32"``.
+    instrs : tuple of str
+        The instructions modelled for it (``"mma"``, ``"wgmma"``), the one it was measured
+        through first.
+    sparse : bool
+        Whether a 2:4 sparse A of this format (``mma.sp``) is modelled.
     """
 
     name: str
@@ -59,6 +72,9 @@ class InputFormat:
     bits: int
     b_formats: tuple
     outputs: tuple
+    values: str
+    instrs: tuple = ("mma", "wgmma")
+    sparse: bool = False
 
     @property
     def code(self) -> int:
@@ -95,19 +111,24 @@ class InputFormat:
         return self.kind not in ("fp16", "bf16")
 
 
-_FP8 = ("fp32", "fp16")
+_FP8 = dict(outputs=("fp32", "fp16"), instrs=("wgmma",), sparse=True)
 INPUT_FORMATS = {f.name: f for f in (
-    InputFormat("fp16", "fp16", False, 16, ("fp16",), ("fp32", "fp16")),
-    InputFormat("bf16", "bf16", False, 16, ("bf16",), ("fp32",)),
-    InputFormat("tf32", "tf32", False, 32, ("tf32",), ("fp32",)),
-    InputFormat("e4m3", "fp8", False, 8, ("e4m3", "e5m2"), _FP8),
-    InputFormat("e5m2", "fp8", True, 8, ("e5m2", "e4m3"), _FP8),
-    InputFormat("s8", "int8", False, 8, ("s8",), ("s32",)),
-    InputFormat("u8", "int8", True, 8, ("s8",), ("s32",)),
+    InputFormat("fp16", "fp16", False, 16, ("fp16",), ("fp32", "fp16"), "float16", sparse=True),
+    InputFormat("bf16", "bf16", False, 16, ("bf16",), ("fp32",), "bfloat16", sparse=True),
+    InputFormat("tf32", "tf32", False, 32, ("tf32",), ("fp32",), "float32"),
+    InputFormat("e4m3", "fp8", False, 8, ("e4m3", "e5m2"), values="float8_e4m3fn", **_FP8),
+    InputFormat("e5m2", "fp8", True, 8, ("e5m2", "e4m3"), values="float8_e5m2", **_FP8),
+    InputFormat("s8", "int8", False, 8, ("s8",), ("s32",), "int8"),
+    InputFormat("u8", "int8", True, 8, ("s8",), ("s32",), "uint8"),
 )}
 
 #: Accumulator (C and D) formats and their widths.
 OUTPUT_BITS = {"fp32": 32, "fp16": 16, "s32": 32}
+#: Accumulator formats and the NumPy types of their values.
+OUTPUT_VALUES = {"fp32": "float32", "fp16": "float16", "s32": "int32"}
+#: PTX's names of the formats where they differ from ours (``.f16``, ``.f32``); capture kernel
+#: names (``f16_f32``) use them.
+PTX_NAMES = {"fp16": "f16", "fp32": "f32"}
 
 
 def input_format(name: str) -> InputFormat:

@@ -7,7 +7,8 @@ Every backend takes the same arguments as :func:`golden.mma.mma` on tile batches
 
 from __future__ import annotations
 
-from numerics.formats import INPUT_FORMATS
+from golden.silicon import KERNELS
+from numerics import Op, UnsupportedOp
 
 BACKENDS = ("golden", "amaranth", "icarus", "verilator")
 RTL_BACKENDS = ("amaranth", "icarus", "verilator")
@@ -16,13 +17,10 @@ RTL_BACKENDS = ("amaranth", "icarus", "verilator")
 #: The captured kernels (``golden.silicon.KERNELS``) the RTL computes: every tensor-core kernel
 #: (the MMA4 core); cuBLASLt's promoted FP8 accumulation (``e4m3_f32_p128``) is a library's
 #: loop around the tensor core, not a tensor-core operation.
-RTL_KERNELS = ("f16_f32", "bf16_f32", "f16_f16", "tf32_f32", "e4m3_f32", "e5m2_f32",
-               "e4m3_e5m2_f32", "e4m3_f16", "s8_s32", "s8_s32_sat", "u8_s8_s32")
+RTL_KERNELS = tuple(name for name, k in KERNELS.items() if k.op.promote is None)
 #: The kernels the SoC design (``--through soc``) computes: every kernel of RTL_KERNELS, as
 #: the warp design and the GEMM top do.
 WARP_KERNELS = RTL_KERNELS
-#: K step (one Hopper block) per input format on the RTL.
-RTL_K_STEP = {f.name: f.k_step for f in INPUT_FORMATS.values()}
 
 
 class BackendError(RuntimeError):
@@ -57,8 +55,10 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
     if promote:
         raise BackendError("promote=128 is cuBLASLt's accumulation loop around the tensor core, "
                            "not a tensor-core operation: the RTL has no such mode")
-    if in_fmt not in RTL_K_STEP:
-        raise BackendError(f"the RTL takes {', '.join(RTL_K_STEP)} inputs, not {in_fmt}")
+    try:
+        op = Op(in_fmt, b_fmt, out_fmt, saturate)
+    except UnsupportedOp as e:
+        raise BackendError(str(e)) from None
     params = None
     if arch.name != "hopper":
         if through != "core":
@@ -68,7 +68,7 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
             raise BackendError(f"--arch {arch.name} is modelled for FP16 and BF16 only")
         from .core import DEFAULT_PARAMS
         params = {**DEFAULT_PARAMS, "arch": arch.name}
-    step = RTL_K_STEP[in_fmt]
+    step = op.k_step
     if a.shape[2] % step:
         raise BackendError(f"the RTL runs {in_fmt} K in steps of {step}; K = {a.shape[2]} is not "
                            f"a multiple of {step}")

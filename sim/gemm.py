@@ -16,7 +16,7 @@ import time
 import numpy as np
 
 from golden.gemm import check_gemm, matmul_t
-from numerics.formats import INPUT_FORMATS
+from numerics import Op
 from rtl.designs import LINT_PARAMS
 
 from .runner import SimError, build_dir, build_root, keep_waves, run_bench, wave_file
@@ -61,13 +61,10 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
     the file is moved to ``build/waves/`` and never overwrites an earlier one.  ``lanes``: the
     multipliers of each warp's core (:class:`rtl.mma4.MMA4`).
     """
-    from host.images import gemm_fields
     m, k = a.shape
     n = b.shape[1]
-    if in_fmt not in INPUT_FORMATS:
-        raise ValueError(f"the GEMM top takes {', '.join(INPUT_FORMATS)} inputs, not {in_fmt!r}")
-    fmt = INPUT_FORMATS[in_fmt]
-    esize, kstep, b_cols = fmt.bytes, fmt.k_step, fmt.b_cols
+    op = Op(in_fmt, b_fmt, out_fmt, saturate)
+    esize, kstep, b_cols = op.a_format.bytes, op.k_step, op.a_format.b_cols
     if in_fmt in ("fp16", "bf16"):
         check_gemm(m, n, k, in_fmt, out_fmt)
     elif min(m, n) < 16 or m % 16 or n % 16 or k < kstep or k % kstep:
@@ -75,16 +72,13 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
                          f"{m}x{n}x{k}")
     if not 1 <= cores <= 8:
         raise ValueError(f"--cores must be 1 to 8, not {cores}")
-    from golden.mma import instr_of
-    instr = instr_of(in_fmt)
     if backend == "golden":
         from golden import mma
         t = time.perf_counter()
-        zero = np.zeros((m, n), np.uint16 if out_fmt == "fp16" else np.uint32)
-        d = mma(a, b, zero, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt, saturate=saturate,
-                instr=instr)
-        kd = 64 // (esize * 8)                  # k slices per beat: a beat is 4 x 4 x kd FMA
-        return d, {"cycles": None, "beats": m * n * k // (16 * kd), "sim_s": time.perf_counter() - t}
+        d = mma(a, b, np.zeros((m, n), op.acc_bits), op=op)
+        # A beat is 4 x 4 x beat_k FMA.
+        return d, {"cycles": None, "beats": m * n * k // (16 * op.beat_k),
+                   "sim_s": time.perf_counter() - t}
     if in_fmt not in ("fp16", "bf16"):
         if backend not in ("icarus", "verilator"):
             raise ValueError(f"{in_fmt} GEMMs run on --backend verilator or icarus")
@@ -93,7 +87,7 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
         bt = np.ascontiguousarray(b.T) if b_cols else b
         img = np.concatenate([np.ascontiguousarray(a).view(np.uint8).reshape(-1),
                               bt.view(np.uint8).reshape(-1)])
-        job = dict(a=a, b=bt, kstep=kstep, **gemm_fields(in_fmt, b_fmt, out_fmt, saturate))
+        job = dict(a=a, b=bt, kstep=kstep, **op.mode_fields)
         return _gemm_top(backend, params, img, job, (m, n), waves, progress,
                          f"gemm-{m}x{n}x{k}-{in_fmt}-{backend}")
     _check_tiles(m, n, k)
@@ -107,7 +101,7 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
         raise ValueError(f"Backend must be golden, amaranth, icarus or verilator, not {backend!r}")
     # The operands go in as the memory's initial contents (A, then B: host.images.gemm_layout).
     img = np.concatenate([a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1)])
-    job = dict(a=a, b=b, kstep=16, **gemm_fields(in_fmt, None, out_fmt))
+    job = dict(a=a, b=b, kstep=kstep, **op.mode_fields)
     return _gemm_top(backend, params, img, job, (m, n), waves, progress, f"gemm-{m}x{n}x{k}-{backend}")
 
 
@@ -118,24 +112,22 @@ def run_sparse_gemm(backend: str, sp, b, *, out_fmt="fp32", cores=1, lanes=64, w
     each K step one ``mma.sp`` k32; the golden model is :func:`golden.sparse.mma_sp` with C = 0.
     ``beats`` are sparse core beats (128 logical FMA each)."""
     from golden.sparse import mma_sp
-    from host.images import gemm_fields, sparse_image, sparse_layout
+    from host.images import sparse_image, sparse_layout
 
     m, k = sp.shape
     n = b.shape[1]
     in_fmt = sp.fmt
     if in_fmt not in ("fp16", "bf16"):
         raise ValueError(f"the GEMM top runs 2:4 sparse FP16 or BF16 A, not {in_fmt}")
+    op = Op(in_fmt, acc=out_fmt, sparse=True)
     if b.shape[0] != k:
         raise ValueError(f"B has {b.shape[0]} rows but the sparse A's K is {k}")
-    if min(m, n) < 16 or m % 16 or n % 16 or k < 32 or k % 32:
-        raise ValueError(f"a 2:4 sparse GEMM takes M and N multiples of 16 and K of 32, not "
-                         f"{m}x{n}x{k}")
-    if in_fmt == "bf16" and out_fmt == "fp16":
-        raise ValueError("BF16 inputs with an FP16 accumulator is not an mma.sp combination")
+    if min(m, n) < 16 or m % 16 or n % 16 or k < op.k_step or k % op.k_step:
+        raise ValueError(f"a 2:4 sparse GEMM takes M and N multiples of 16 and K of "
+                         f"{op.k_step}, not {m}x{n}x{k}")
     if backend == "golden":
         t = time.perf_counter()
-        zero = np.zeros((m, n), np.uint16 if out_fmt == "fp16" else np.uint32)
-        d = mma_sp(sp, b, zero, in_fmt=in_fmt, out_fmt=out_fmt)
+        d = mma_sp(sp, b, np.zeros((m, n), op.acc_bits), in_fmt=in_fmt, out_fmt=out_fmt)
         return d, {"cycles": None, "beats": m * n * k // 128, "sim_s": time.perf_counter() - t}
     if backend not in ("icarus", "verilator"):
         raise ValueError(f"2:4 sparse GEMMs run on --backend golden, verilator or icarus, not {backend}")
@@ -148,7 +140,7 @@ def run_sparse_gemm(backend: str, sp, b, *, out_fmt="fp32", cores=1, lanes=64, w
     except ValueError as e:
         raise ValueError(f"a {m}x{k}x{n} sparse GEMM {e}") from None
     img = sparse_image(sp.values, sp.meta, b)
-    job = dict(a=sp.values, b=b, kstep=32, sparse=1, **gemm_fields(in_fmt, None, out_fmt))
+    job = dict(a=sp.values, b=b, kstep=op.k_step, sparse=1, **op.mode_fields)
     return _gemm_top(backend, params, img, job, (m, n), waves, progress,
                      f"gemm-sparse-{m}x{n}x{k}-{in_fmt}-{backend}")
 

@@ -3,9 +3,10 @@
 model and measures its error against the exact product, and returns a :class:`GemmResult`.
 
 Three kinds of job, by ``format``: FP16/BF16 (random operands, or the user's), the Hopper
-low-precision inputs of :data:`LOWPREC_FORMATS` (random), and NVFP4/MXFP4 (random float32
-quantised by the golden quantiser, decoded by the FP4 front end).  ``tcore gemm`` builds the
-job from its arguments and prints the result.
+low-precision inputs of :func:`lowprec_formats` (random), and NVFP4/MXFP4 (random float32
+quantised by the golden quantiser, decoded by the FP4 front end).  But for NVFP4/MXFP4 a job
+computes one :class:`numerics.Op` (:attr:`GemmJob.op`).  ``tcore gemm`` builds the job from its
+arguments and prints the result.
 """
 
 from __future__ import annotations
@@ -15,16 +16,36 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-__all__ = ["GemmJob", "GemmResult", "GemmError", "run_job", "LOWPREC_FORMATS", "FP4_FORMATS"]
+from numerics import Op
+from numerics.formats import INPUT_FORMATS
 
-#: The Hopper low-precision input formats of the GEMM top: (A, B) formats.
-LOWPREC_FORMATS = {"tf32": ("tf32", "tf32"), "e4m3": ("e4m3", "e4m3"), "e5m2": ("e5m2", "e5m2"),
-                   "e4m3_e5m2": ("e4m3", "e5m2"), "s8": ("s8", "s8"), "u8": ("u8", "s8")}
+__all__ = ["GemmJob", "GemmResult", "GemmError", "run_job", "FILE_KINDS", "lowprec_formats",
+           "format_choices", "FP4_FORMATS", "ACCUMULATORS"]
+
+#: The input kinds whose operands may also be the user's matrices (float16 / bfloat16 arrays).
+FILE_KINDS = ("fp16", "bf16")
 
 #: The block-scaled 4-bit formats (``golden.nvfp4``).
 FP4_FORMATS = ("nvfp4", "mxfp4")
 
-_OUT_FMT = {"f32": "fp32", "f16": "fp16", "s32": "s32", "s32sat": "s32"}
+#: ``--acc`` names (PTX's, and ``s32sat``): the accumulator format and whether it saturates.
+ACCUMULATORS = {"f32": ("fp32", False), "f16": ("fp16", False), "s32": ("s32", False),
+                "s32sat": ("s32", True)}
+
+
+def lowprec_formats() -> dict:
+    """The Hopper low-precision inputs of the GEMM top by their ``--format`` names, as (A, B)
+    formats: each format of the table beyond :data:`FILE_KINDS` with its own (or default) B,
+    and ``A_B`` for each other B it pairs with (``e4m3_e5m2``)."""
+    table = [f for f in INPUT_FORMATS.values() if f.kind not in FILE_KINDS]
+    return {**{f.name: (f.name, f.b_formats[0]) for f in table},
+            **{f"{f.name}_{b}": (f.name, b) for f in table for b in f.b_formats[1:]}}
+
+
+def format_choices() -> list[str]:
+    """``tcore gemm --format``'s choices, read from the format table."""
+    return [*(f.name for f in INPUT_FORMATS.values() if f.kind in FILE_KINDS),
+            *lowprec_formats(), *FP4_FORMATS]
 
 
 class GemmError(Exception):
@@ -38,7 +59,7 @@ class GemmJob:
     m: int
     n: int
     k: int
-    #: fp16, bf16, a :data:`LOWPREC_FORMATS` key, or one of :data:`FP4_FORMATS`
+    #: fp16, bf16, a :func:`lowprec_formats` key, or one of :data:`FP4_FORMATS`
     format: str = "fp16"
     #: the accumulator: f32, f16, s32 (INT8, wrapped) or s32sat
     acc: str = "f32"
@@ -64,9 +85,19 @@ class GemmJob:
     sparse: bool = False
 
     @property
+    def op(self) -> Op | None:
+        """The :class:`numerics.Op` computed; None for NVFP4/MXFP4 (decoded to FP16/BF16 by
+        the front end, their scales applied to the FP32 result)."""
+        if self.format in FP4_FORMATS:
+            return None
+        a, b = lowprec_formats().get(self.format, (self.format, None))
+        acc, sat = ACCUMULATORS[self.acc]
+        return Op(a, b, acc, sat, sparse=self.sparse)
+
+    @property
     def out_fmt(self) -> str:
         """D's format: fp32, fp16 or s32."""
-        return _OUT_FMT[self.acc]
+        return ACCUMULATORS[self.acc][0]
 
     @property
     def peak(self) -> int:
@@ -105,7 +136,7 @@ def run_job(job: GemmJob, mma: Callable | None = None) -> GemmResult:
     """Run ``job``; ``mma`` is the golden model of FP16/BF16 jobs (default ``golden.mma``; a
     dask cluster's with ``functools.partial(golden.distributed.cluster_mma, client)``).
     GemmError where the simulator fails or refuses the run."""
-    if job.format in LOWPREC_FORMATS:
+    if job.format in lowprec_formats():
         return _run_lowprec(job)
     if job.format in FP4_FORMATS:
         return _run_fp4(job)
@@ -139,13 +170,13 @@ def _run_fp16(job: GemmJob, mma) -> GemmResult:
     import numpy as np
     from golden.formats import to_float
     from sim.gemm import run_gemm
-    from sim.operands import random_operands
 
-    in_fmt, out_fmt = job.format, job.out_fmt
+    op = job.op
+    in_fmt, out_fmt = op.a, op.acc
     a, b, c = job.a, job.b, job.c
     if a is None:
-        a, b = random_operands(job.m, job.n, job.k, in_fmt, job.seed)
-    zero = np.zeros((job.m, job.n), np.uint32 if out_fmt == "fp32" else np.uint16)
+        a, b = op.random_operands(job.m, job.n, job.k, job.seed)
+    zero = np.zeros((job.m, job.n), op.acc_bits)
     if job.backend == "golden":
         t = time.perf_counter()
         d = mma(a, b, zero if c is None else c, in_fmt=in_fmt, out_fmt=out_fmt, arch=job.arch)
@@ -170,16 +201,16 @@ def _run_sparse(job: GemmJob) -> GemmResult:
     from golden.formats import to_float
     from golden.sparse import compress, mma_sp
     from sim.gemm import run_sparse_gemm
-    from sim.operands import random_operands
 
-    in_fmt, out_fmt = job.format, job.out_fmt
+    op = job.op
+    in_fmt, out_fmt = op.a, op.acc
     a, b = job.a, job.b
     if a is None:
-        a, b = random_operands(job.m, job.n, job.k, in_fmt, job.seed)
+        a, b = op.random_operands(job.m, job.n, job.k, job.seed)
     sp = compress(a, in_fmt, prune=True)
     d, info = _simulate(run_sparse_gemm, job.backend, sp, b, out_fmt=out_fmt, cores=job.cores,
                         lanes=job.lanes, waves=job.waves, progress=job.progress)
-    zero = np.zeros((job.m, job.n), np.uint32 if out_fmt == "fp32" else np.uint16)
+    zero = np.zeros((job.m, job.n), op.acc_bits)
     want = mma_sp(sp, b, zero, in_fmt=in_fmt, out_fmt=out_fmt)
     exact = to_float(sp.to_dense(), in_fmt) @ to_float(b, in_fmt)
     return GemmResult(job, d, info["cycles"], info["sim_s"], int((d != want).sum()),
@@ -192,25 +223,19 @@ def _run_lowprec(job: GemmJob) -> GemmResult:
     import numpy as np
     from golden import mma
     from golden.formats import to_float
-    from golden.mma import instr_of
     from sim.gemm import run_gemm
-    from sim.operands import lowprec_operands
 
-    in_fmt, b_fmt = LOWPREC_FORMATS[job.format]
-    out_fmt, saturate = job.out_fmt, job.acc == "s32sat"
-    a, b = lowprec_operands(job.m, job.n, job.k, in_fmt, b_fmt, job.seed)
-    d, info = _simulate(run_gemm, job.backend, a, b, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt,
-                        saturate=saturate, cores=job.cores, lanes=job.lanes, progress=job.progress,
-                        waves=job.waves)
-    zero = np.zeros((job.m, job.n), np.uint16 if out_fmt == "fp16" else np.uint32)
-    want = mma(a, b, zero, in_fmt=in_fmt, b_fmt=b_fmt, out_fmt=out_fmt, saturate=saturate,
-               instr=instr_of(in_fmt))
-    if in_fmt in ("s8", "u8"):
-        ia = (a if in_fmt == "u8" else a.view(np.int8)).astype(np.int64)
-        exact = ia @ b.view(np.int8).astype(np.int64)
-        err = float(np.abs(d.view(np.int32).astype(np.int64) - exact).max())
+    op = job.op
+    a, b = op.random_operands(job.m, job.n, job.k, job.seed)
+    d, info = _simulate(run_gemm, job.backend, a, b, in_fmt=op.a, b_fmt=op.b, out_fmt=op.acc,
+                        saturate=op.saturate, cores=job.cores, lanes=job.lanes,
+                        progress=job.progress, waves=job.waves)
+    want = mma(a, b, np.zeros((job.m, job.n), op.acc_bits), op=op)
+    if op.integer:
+        exact = a.view(op.a_dtype).astype(np.int64) @ b.view(op.b_dtype).astype(np.int64)
+        err = float(np.abs(d.view(op.acc_dtype).astype(np.int64) - exact).max())
     else:
-        err = _max_error(d, out_fmt, to_float(a, in_fmt) @ to_float(b, b_fmt))
+        err = _max_error(d, op.acc, to_float(a, op.a) @ to_float(b, op.b))
     return GemmResult(job, d, info["cycles"], info["sim_s"], int((d != want).sum()), err,
                       waves=info.get("waves"))
 

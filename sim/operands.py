@@ -1,7 +1,8 @@
 """GEMM operands: random ones of each input format, and a user's matrices read from .npy files.
 
-``tcore gemm`` and the benches take their operands from here.  Loaders raise
-:class:`OperandError`, whose message names the operand as its command-line flag (``--a``).
+``tcore gemm`` and the benches take their operands from here; random ones are
+:meth:`numerics.Op.random_operands`.  Loaders raise :class:`OperandError`, whose message names
+the operand as its command-line flag (``--a``).
 """
 
 from __future__ import annotations
@@ -17,34 +18,17 @@ class OperandError(ValueError):
 
 
 def random_operands(m, n, k, fmt, seed):
-    """Random A (M, K) and B (K, N) bits: standard normal values rounded to the format."""
-    import ml_dtypes
-    import numpy as np
-    rng = np.random.default_rng(seed)
-    conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
-    a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
-    b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
-    return a, b
+    """Random A (M, K) and B (K, N) bits of input format ``fmt`` (B of its default partner):
+    :meth:`numerics.Op.random_operands`."""
+    from numerics import Op
+    return Op(fmt).random_operands(m, n, k, seed)
 
 
 def lowprec_operands(m, n, k, in_fmt, b_fmt, seed):
-    """Random A (M, K) and B (K, N) bits: standard normal values rounded to FP8 or kept as
-    FP32 patterns (TF32), or uniform integers (S8, U8)."""
-    import ml_dtypes
-    import numpy as np
-    rng = np.random.default_rng(seed)
-
-    def one(shape, fmt):
-        if fmt == "s8":
-            return rng.integers(-128, 128, shape).astype(np.int8).view(np.uint8)
-        if fmt == "u8":
-            return rng.integers(0, 256, shape).astype(np.uint8)
-        x = rng.standard_normal(shape)
-        if fmt == "tf32":
-            return x.astype(np.float32).view(np.uint32)
-        dt = ml_dtypes.float8_e4m3fn if fmt == "e4m3" else ml_dtypes.float8_e5m2
-        return x.astype(dt).view(np.uint8)
-    return one((m, k), in_fmt), one((k, n), b_fmt)
+    """Random A (M, K) and B (K, N) bits of ``in_fmt`` and ``b_fmt``:
+    :meth:`numerics.Op.random_operands`."""
+    from numerics import Op
+    return Op(in_fmt, b_fmt).random_operands(m, n, k, seed)
 
 
 def fp4_operands(m, n, k, seed):

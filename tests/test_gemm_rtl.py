@@ -144,7 +144,7 @@ def test_tcore_gemm_fp16_accumulate_on_icarus(capsys):
 
 @pytest.mark.parametrize("argv,msg", [
     (["--m", "20", "--n", "16", "--k", "16"], "multiple of 16"),
-    (["--m", "16", "--n", "16", "--k", "16", "--format", "bf16", "--acc", "f16"], "not a WMMA combination"),
+    (["--m", "16", "--n", "16", "--k", "16", "--format", "bf16", "--acc", "f16"], "unsupported operation bf16->fp16: "),
     (["--m", "16", "--n", "16", "--k", "16", "--cores", "9"], "1 to 8"),
     (["--m", "4096", "--n", "4096", "--k", "4096"], "memory words"),
 ])
@@ -221,9 +221,9 @@ def test_tcore_gemm_lowprec_on_the_gemm_top(fmt, acc, peak, capsys):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--format", "tf32", "--acc", "f16"], "takes --acc f32"),
-    (["--format", "s8", "--acc", "f32"], "takes --acc s32 or s32sat"),
-    (["--acc", "s32"], "is for INT8 inputs"),
+    (["--format", "tf32", "--acc", "f16"], "tf32 inputs accumulate in fp32, not 'fp16'"),
+    (["--format", "s8", "--acc", "f32"], "s8 inputs accumulate in s32, not 'fp32'"),
+    (["--acc", "s32"], "fp16 inputs accumulate in fp32 or fp16, not 's32'"),
     (["--format", "e4m3", "--k", "48"], "K of 32"),
     (["--format", "tf32", "--k", "20"], "K of 8"),
 ])
@@ -311,7 +311,7 @@ def test_tcore_gemm_sparse_rate(capsys):
 @pytest.mark.parametrize("argv,msg", [
     (["--m", "16", "--n", "16", "--k", "48"], "K a multiple of 32"),
     (["--m", "16", "--n", "16", "--k", "32", "--format", "e4m3"], "FP16 or BF16"),
-    (["--m", "16", "--n", "16", "--k", "32", "--format", "bf16", "--acc", "f16"], "mma.sp combination"),
+    (["--m", "16", "--n", "16", "--k", "32", "--format", "bf16", "--acc", "f16"], "unsupported operation bf16->fp16.sp: "),
     (["--m", "16", "--n", "16", "--k", "32", "--backend", "amaranth"], "verilator, icarus or golden"),
 ])
 def test_tcore_gemm_sparse_refusals(argv, msg, capsys):

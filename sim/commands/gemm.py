@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sim.jobs import FP4_FORMATS, LOWPREC_FORMATS
+from sim.jobs import ACCUMULATORS, FP4_FORMATS, format_choices, lowprec_formats
+from numerics.formats import PTX_NAMES
 
 from .common import EXIT_MISMATCH, EXIT_OK, CliError, refuse_golden_options, wave_note
 
@@ -25,12 +26,12 @@ def add_arguments(parser):
     parser.add_argument("--c", default=None, metavar="C.npy",
                         help="C (M x N; float32, float16 with --acc f16): D = A*B + C (golden backend)")
     parser.add_argument("-o", default=None, metavar="D.npz", help="write D: keys d (values), d_bits")
-    parser.add_argument("--format", default=None, choices=["fp16", "bf16", *LOWPREC_FORMATS, *FP4_FORMATS],
+    parser.add_argument("--format", default=None, choices=format_choices(),
                         help="operands: FP16/BF16 (default fp16; with --a, the array's dtype); random "
                              "TF32, FP8 (e4m3, e5m2, e4m3_e5m2: A E4M3, B E5M2) or INT8 (s8; u8: A "
                              "unsigned, B signed) operands; or random float32 quantised to NVFP4/MXFP4 "
                              "and decoded by the FP4 front end")
-    parser.add_argument("--acc", default=None, choices=["f32", "f16", "s32", "s32sat"],
+    parser.add_argument("--acc", default=None, choices=list(ACCUMULATORS),
                         help="accumulator: f32 (default), f16 (FP16 and FP8 inputs); s32 (INT8, "
                              "wrapped; the default there) or s32sat (saturated per 32-wide K step)")
     parser.add_argument("--sparse", action="store_true",
@@ -97,13 +98,10 @@ def make_job(args):
                seed=args.seed, progress=not args.json)
     if args.sparse:
         return _sparse_job(args, run)
-    if args.format in LOWPREC_FORMATS:
+    if args.format in lowprec_formats():
         fmt = args.format
-        integer = LOWPREC_FORMATS[fmt][0] in ("s8", "u8")
-        acc = args.acc or ("s32" if integer else "f32")
-        allowed = ("s32", "s32sat") if integer else ("f32",) if fmt == "tf32" else ("f32", "f16")
-        if acc not in allowed:
-            raise CliError(f"--format {fmt} takes --acc {' or '.join(allowed)}, not {acc}")
+        op = operation(*lowprec_formats()[fmt], args.acc)
+        acc = args.acc or PTX_NAMES.get(op.acc, op.acc)
         if args.a or args.b or args.c:
             raise CliError(f"--format {fmt} runs random operands; --a/--b/--c take FP16 or BF16 matrices")
         if None in (args.m, args.n, args.k):
@@ -114,8 +112,6 @@ def make_job(args):
             raise CliError(f"--format {fmt} runs on --backend verilator, icarus or golden")
         return GemmJob(args.m, args.n, args.k, fmt, acc, **run,
                        waves=args.waves and wave_label(args, fmt, args.acc))
-    if args.acc in ("s32", "s32sat"):
-        raise CliError(f"--acc {args.acc} is for INT8 inputs (--format s8 or u8)")
     acc = args.acc or "f32"
     if args.format in FP4_FORMATS:
         fmt = args.format
@@ -127,15 +123,16 @@ def make_job(args):
         _check_fp4(args.m, args.n, args.k, fmt, acc, args.arch)
         return GemmJob(args.m, args.n, args.k, fmt, acc, **run,
                        waves=args.waves and wave_label(args, fmt, acc))
+    if args.a is None:
+        operation(args.format or "fp16", None, acc)
     a, b, c, in_fmt, (m, n, k) = _operands(args, acc)
+    op = operation(in_fmt, None, acc)
     if args.arch != "hopper" and args.backend != "golden":
         raise CliError(f"the RTL implements the Hopper arithmetic only, not --arch {args.arch}")
-    if in_fmt == "bf16" and acc == "f16":
-        raise CliError("BF16 inputs with an FP16 accumulator is not a WMMA combination")
     if args.backend != "golden" or args.a is None:
         from golden.gemm import check_gemm
         try:
-            check_gemm(m, n, k, in_fmt, {"f32": "fp32", "f16": "fp16"}[acc])
+            check_gemm(m, n, k, op.a, op.acc)
         except ValueError as e:
             raise CliError(str(e)) from None
     if args.backend != "golden" and not 1 <= args.cores <= 8:
@@ -151,8 +148,7 @@ def _sparse_job(args, run):
     if args.format not in (None, "fp16", "bf16"):
         raise CliError(f"--sparse runs FP16 or BF16 A (mma.sp k32), not --format {args.format}")
     acc = args.acc or "f32"
-    if acc not in ("f32", "f16"):
-        raise CliError(f"--sparse takes --acc f32 or f16, not {acc}")
+    operation(args.format or "fp16", None, acc, sparse=True)
     if args.c is not None:
         raise CliError("--c has no meaning with --sparse (the GEMM top computes A*B, C = 0)")
     if args.scheduler:
@@ -162,16 +158,26 @@ def _sparse_job(args, run):
     if args.backend == "amaranth":
         raise CliError("--sparse runs on --backend verilator, icarus or golden")
     a, b, _, in_fmt, (m, n, k) = _operands(args, acc)
-    if in_fmt == "bf16" and acc == "f16":
-        raise CliError("BF16 inputs with an FP16 accumulator is not an mma.sp combination")
-    if min(m, n) < 16 or m % 16 or n % 16 or k < 32 or k % 32:
-        raise CliError(f"--sparse takes M and N multiples of 16 and K a multiple of 32 (one "
-                       f"mma.sp k32 a step), not {m}x{n}x{k}")
+    step = operation(in_fmt, None, acc, sparse=True).k_step
+    if min(m, n) < 16 or m % 16 or n % 16 or k < step or k % step:
+        raise CliError(f"--sparse takes M and N multiples of 16 and K a multiple of {step} (one "
+                       f"mma.sp k{step} a step), not {m}x{n}x{k}")
     if args.backend != "golden" and not 1 <= args.cores <= 8:
         raise CliError(f"--cores must be 1 to 8, not {args.cores}")
     return GemmJob(m, n, k, in_fmt, acc, **run, a=a, b=b, sparse=True,
                    files=None if args.a is None else (args.a, args.b),
                    waves=args.waves and wave_label(args, in_fmt + "-sparse", acc))
+
+
+def operation(a: str, b: str | None, acc: str | None, sparse: bool = False):
+    """The :class:`numerics.Op` of ``--format``'s A and B and ``--acc`` (None: A's default);
+    CliError with the operation's refusal."""
+    from numerics import Op, UnsupportedOp
+    out, sat = ACCUMULATORS[acc] if acc else (None, False)
+    try:
+        return Op(a, b, out, sat, sparse=sparse)
+    except UnsupportedOp as e:
+        raise CliError(str(e)) from None
 
 
 def _operands(args, acc):
@@ -211,12 +217,12 @@ def _operands(args, acc):
             cx = load_matrix(args.c, "c")
         except OperandError as e:
             raise CliError(str(e)) from None
-        want = np.float32 if acc == "f32" else np.float16
+        want = operation(fa, None, acc).acc_dtype
         if cx.dtype != want:
             raise CliError(f"--c must be {np.dtype(want).name} for --acc {acc}, not {cx.dtype}")
         if cx.shape != (a.shape[0], b.shape[1]):
             raise CliError(f"--c must be {a.shape[0]}x{b.shape[1]}, not {cx.shape[0]}x{cx.shape[1]}")
-        c = cx.view(np.uint32 if want == np.float32 else np.uint16)
+        c = cx.view(operation(fa, None, acc).acc_bits)
     return np.ascontiguousarray(a), np.ascontiguousarray(b), c, fa, tuple(mnk.values())
 
 
@@ -285,7 +291,7 @@ def summary(r, wall_s: float) -> dict:
 
 def _acc_name(job) -> str:
     """The accumulator as reports name it: D's format, but for the low-precision inputs (--acc)."""
-    return job.acc if job.format in LOWPREC_FORMATS else job.out_fmt
+    return job.acc if job.format in lowprec_formats() else job.out_fmt
 
 
 def report(r, t0: float, output: str | None = None, as_json: bool = False) -> int:
@@ -320,7 +326,7 @@ def report(r, t0: float, output: str | None = None, as_json: bool = False) -> in
                   f"(utilisation {s['utilization']:.3f})")
         if job.sparse:
             error = f"  max |D - fp64|  {r.error:.3g}  (float64 product of the pruned A and B)"
-        elif job.format not in LOWPREC_FORMATS:
+        elif job.format not in lowprec_formats():
             error = f"  max |D - fp64|  {r.error:.3g}  (float64 result of the same inputs)"
         elif job.acc in ("s32", "s32sat"):
             error = (f"  max |D - exact| {r.error:.3g}  (the exact integer product (wrap or "
@@ -333,7 +339,7 @@ def report(r, t0: float, output: str | None = None, as_json: bool = False) -> in
     if r.waves:
         print(f"  waveform        {r.waves} ({wave_note(r.waves)})")
     if output:
-        view = {"fp32": np.float32, "fp16": np.float16, "s32": np.int32}[job.out_fmt]
+        view = np.float32 if job.op is None else job.op.acc_dtype     # NVFP4/MXFP4: FP32
         np.savez(output, d=r.d.view(view), d_bits=r.d)
         s["output"] = output
         print(f"  wrote           {output}  (d: the values, d_bits: the bit patterns)")

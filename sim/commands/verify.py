@@ -52,7 +52,7 @@ def run(args) -> int:
 
     def refuse(name):
         """Why kernel ``name`` cannot run here (arch or backend), or None."""
-        kind = KERNELS[name].kind
+        kind = KERNELS[name].op.kind
         if not arch.has(kind):
             return f"--arch {arch.name} has no {kind.upper()} path: kernel {name} is modelled for hopper"
         if rtl and name not in RTL_KERNELS:
@@ -273,15 +273,14 @@ def _line(path, kernel: str, what: str, checked: int, bad: int):
 def _check_rtl_shapes(prob, path, through):
     """Refuse, before any build, what the RTL cannot take: tiles other than 16x16 outputs, K not
     a multiple of the kind's block, the GEMM top for a tile file."""
-    from sim.backends import RTL_K_STEP
     t, m, k = prob.a.shape
     n = prob.b.shape[-1]
     if prob.gemm is None and (m, n) != (16, 16):
         raise CliError(f"{path}: the RTL computes 16x16 output tiles; this file's tiles are {m}x{n}")
-    step = RTL_K_STEP[prob.kernel.in_fmt]
-    if k % step:
-        raise CliError(f"{path}: the RTL runs {prob.kernel.in_fmt} K in steps of {step}; K = {k} "
-                       f"is not a multiple of {step}")
+    op = prob.kernel.op
+    if k % op.k_step:
+        raise CliError(f"{path}: the RTL runs {op.a} K in steps of {op.k_step}; K = {k} "
+                       f"is not a multiple of {op.k_step}")
     if through == "gemm" and prob.gemm is None:
         raise CliError(f"{path}: --through gemm runs whole-GEMM files (a is M x K); this is "
                        "a tile file (--through soc runs each tile as a GEMM of its own)")
