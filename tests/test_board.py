@@ -146,32 +146,23 @@ def test_board_boots_and_every_selftest_kind_is_bit_exact(board):
 
 
 def _gemm(kind: str, m=16, n=16, k=32, c=True, seed=0):
-    """Random operands of a kind ``A[.B]->ACC[sat]``."""
+    """Random operands of an operation (an Op spelling), C of the accumulator's values."""
+    from numerics import Op
     from sim.board.gemm import BoardGemm
-    from sim.operands import lowprec_operands, random_operands
-    ab, acc = kind.split("->")
-    in_fmt, b_fmt = (ab.split(".") + [None])[:2]
-    b_fmt = b_fmt or ("s8" if in_fmt == "u8" else in_fmt)
-    sat = acc.endswith("sat")
-    out = acc.removesuffix("sat")
-    if in_fmt in ("fp16", "bf16"):
-        a, b = random_operands(m, n, k, in_fmt, seed)
-    else:
-        a, b = lowprec_operands(m, n, k, in_fmt, b_fmt, seed)
+    op = Op.parse(kind)
+    a, b = op.random_operands(m, n, k, seed)
     rng = np.random.default_rng(seed + 100)
     cb = None
     if c:
-        if out == "s32":
+        if op.acc == "s32":
             cb = rng.integers(-2**31, 2**31, (m, n)).astype(np.int32).view(np.uint32)
-        elif out == "fp16":
-            cb = rng.standard_normal((m, n)).astype(np.float16).view(np.uint16)
         else:
-            cb = rng.standard_normal((m, n)).astype(np.float32).view(np.uint32)
-    return BoardGemm(a, b, cb, in_fmt, b_fmt, out, sat)
+            cb = rng.standard_normal((m, n)).astype(op.acc_dtype).view(op.acc_bits)
+    return BoardGemm(a, b, cb, op)
 
 
 KINDS = ["fp16->fp32", "fp16->fp16", "bf16->fp32", "tf32->fp32", "e4m3->fp32", "e5m2->fp16",
-         "e4m3.e5m2->fp32", "s8->s32", "u8->s32sat"]
+         "e4m3.e5m2->fp32", "s8->s32", "u8->s32.sat"]
 
 
 @pytest.mark.parametrize("kind", KINDS)
@@ -269,7 +260,7 @@ def test_cli_runs_user_matrices_with_c_on_the_board(board, tmp_path, capsys):
     assert rc == 0, said
     import json
     s = json.loads(said.strip().splitlines()[-1])
-    assert s["mismatches"] == 0 and s["bit_exact"] and s["c"] and s["format"] == "bf16"
+    assert s["mismatches"] == 0 and s["bit_exact"] and s["c"] and s["op"] == "bf16->fp32"
     d = np.load(out)
     want = matmul(a, b, c)
     assert np.array_equal(d["d_bits"], want.view(np.uint32))
@@ -284,7 +275,7 @@ def test_cli_refuses_bad_runs_in_one_line(capsys):
     assert "bytes of the board's memory" in err and err.count("\n") == 1
     assert main(["board", "run", "--sim", "--m", "16", "--n", "16", "--k", "32", "--format",
                  "bf16", "--acc", "f16"]) == 2
-    assert "--acc f32" in capsys.readouterr().err
+    assert "bf16 inputs accumulate in fp32" in capsys.readouterr().err
 
 
 @needs_gcc
@@ -316,7 +307,7 @@ def test_board_on_icarus_boots_and_runs_a_gemm():
     from sim.board.link import BoardLink, open_port
     from sim.board.simulate import simulated_board
     build = BoardBuild(board_of("ulx3s-85f"), sim=True,
-                       selftest=(SelfTestCase("fp16->fp32", "fp16", "fp16", "fp32", size=16, seed=3),))
+                       selftest=(SelfTestCase("fp16->fp32", size=16, seed=3),))
     with simulated_board(build, sim="icarus") as url:
         link = BoardLink(open_port(url, timeout=0.2), reply_s=1200)
         try:
@@ -327,3 +318,13 @@ def test_board_on_icarus_boots_and_runs_a_gemm():
             assert r["mismatches"] == 0 and r["d"].any()
         finally:
             link.close()
+
+
+def test_cli_sparse_is_a_kind_the_board_lacks(board, capsys):
+    """2:4 sparse is an operation the golden model has and this build's SoC block has not:
+    the board answers KIND, and the CLI says so in one line."""
+    from sim.cli import main
+    rc = main(["board", "run", "--port", board["url"], "--sparse", "--m", "16", "--n", "16",
+               "--k", "32", "--quiet"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "the board answered KIND" in err and err.count("\n") == 1

@@ -3,7 +3,7 @@ checked bit for bit against the golden model.
 
 Layout (byte offsets from 0, each operand 16-byte aligned): A (M x K, row-major), B (K x N;
 B^T, N x K, for the kinds the SoC block reads column-major: TF32, FP8, INT8), C (M x N, when
-given), D (M x N).  The accumulator is FP32, FP16 or S32 (``out_fmt``).
+given), D (M x N).  The accumulator is FP32, FP16 or S32 (the Op's).
 """
 
 from __future__ import annotations
@@ -13,25 +13,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from numerics.formats import INPUT_FORMATS, OUTPUT_BITS
+from numerics import Op
 
 from . import protocol as P
 from .link import BoardLink
 
-__all__ = ["BoardGemm", "run_on_board", "layout"]
+__all__ = ["BoardGemm", "run_on_board", "layout", "op_fields", "run_fields", "golden_d"]
 
 
 @dataclass
 class BoardGemm:
     """What to run: bit patterns of A (M x K), B (K x N) and C (M x N, or None) and the
-    kind."""
+    operation (:class:`numerics.Op`)."""
     a: np.ndarray
     b: np.ndarray
     c: np.ndarray | None
-    in_fmt: str
-    b_fmt: str
-    out_fmt: str
-    saturate: bool = False
+    op: Op
 
     @property
     def shape(self):
@@ -45,8 +42,8 @@ def _align(n: int) -> int:
 def layout(g: BoardGemm) -> dict:
     """The byte offsets of A, B, C and D and the memory they need (``end``)."""
     m, n, k = g.shape
-    es = INPUT_FORMATS[g.in_fmt].bytes
-    cs = OUTPUT_BITS[g.out_fmt] // 8
+    es = g.op.a_format.bytes
+    cs = np.dtype(g.op.acc_bits).itemsize
     a = 0
     b = _align(a + m * k * es)
     c = _align(b + k * n * es)
@@ -55,23 +52,37 @@ def layout(g: BoardGemm) -> dict:
 
 
 def golden_d(g: BoardGemm) -> np.ndarray:
-    from golden.mma import instr_of, mma
+    from golden.mma import mma
     m, n, _ = g.shape
-    c = g.c if g.c is not None else np.zeros((m, n), np.uint16 if g.out_fmt == "fp16" else np.uint32)
-    return mma(g.a, g.b, c, in_fmt=g.in_fmt, b_fmt=g.b_fmt, out_fmt=g.out_fmt,
-               instr=instr_of(g.in_fmt), saturate=g.saturate)
+    c = g.c if g.c is not None else np.zeros((m, n), g.op.acc_bits)
+    return mma(g.a, g.b, c, op=g.op)
+
+
+def op_fields(op: Op) -> tuple[int, int]:
+    """The SoC block's FORMAT code (A's format) and the protocol's flags of an operation, C
+    aside (``B_ALT``: B the other FP8 format than A's, as the block's ``FORMAT.b_alt``)."""
+    from rtl.regmap import InFormat
+    flags = ((P.Flag.ACC_F16 if op.acc == "fp16" else 0) | (P.Flag.SAT if op.saturate else 0)
+             | (P.Flag.B_ALT if op.b != op.a and op.kind == "fp8" else 0)
+             | (P.Flag.SPARSE if op.sparse else 0))
+    return InFormat[op.a.upper()].value, int(flags)
+
+
+def run_fields(g: BoardGemm, lay: dict) -> dict:
+    """The RUN request's fields (:data:`protocol.RUN_FIELDS`) of a GEMM laid out as ``lay``."""
+    m, n, k = g.shape
+    fmt, flags = op_fields(g.op)
+    return {"m": m, "n": n, "k": k, "in_fmt": fmt,
+            "flags": flags | (P.Flag.C_GIVEN if g.c is not None else 0),
+            "a": lay["a"], "b": lay["b"], "c": lay["c"], "d": lay["d"], "lda": k,
+            "ldb": k if g.op.mode_fields["b_cols"] else n, "ldc": n, "ldd": n}
 
 
 def run_on_board(link: BoardLink, g: BoardGemm, *, progress=None) -> dict:
     """Send, run, read back, check.  Returns the figures and ``d`` (the board's D bits)."""
-    from rtl.regmap import InFormat
     m, n, k = g.shape
     lay = layout(g)
-    fmt = INPUT_FORMATS[g.in_fmt]
-    b_mem = g.b.T if fmt.b_cols else g.b
-    flags = ((P.Flag.C_GIVEN if g.c is not None else 0) | (P.Flag.ACC_F16 if g.out_fmt == "fp16" else 0)
-             | (P.Flag.B_ALT if g.b_fmt != g.in_fmt and fmt.kind == "fp8" else 0)
-             | (P.Flag.SAT if g.saturate else 0))
+    b_mem = g.b.T if g.op.mode_fields["b_cols"] else g.b
     total = lay["end"]                    # bytes sent and read back, near enough
     sent = [0]
 
@@ -86,14 +97,11 @@ def run_on_board(link: BoardLink, g: BoardGemm, *, progress=None) -> dict:
     if g.c is not None:
         link.write(lay["c"], np.ascontiguousarray(g.c).tobytes(), moved)
     t1 = time.perf_counter()
-    done = link.run(m=m, n=n, k=k, in_fmt=InFormat[g.in_fmt.upper()].value, flags=int(flags),
-                    a=lay["a"], b=lay["b"], c=lay["c"], d=lay["d"], lda=k,
-                    ldb=k if fmt.b_cols else n, ldc=n, ldd=n)
+    done = link.run(**run_fields(g, lay))
     t2 = time.perf_counter()
-    cs = OUTPUT_BITS[g.out_fmt] // 8
-    raw = link.read(lay["d"], m * n * cs, moved)
+    raw = link.read(lay["d"], m * n * np.dtype(g.op.acc_bits).itemsize, moved)
     t3 = time.perf_counter()
-    d = np.frombuffer(raw, np.uint16 if cs == 2 else np.uint32).reshape(m, n).copy()
+    d = np.frombuffer(raw, g.op.acc_bits).reshape(m, n).copy()
     want = golden_d(g)
     return {"d": d, "mismatches": int((d != want).sum()), "outputs": m * n, **done,
             "send_s": round(t1 - t0, 2), "run_s": round(t2 - t1, 2), "read_s": round(t3 - t2, 2),

@@ -12,9 +12,8 @@ import contextlib
 import os
 import sys
 import time
-from pathlib import Path
 
-from .boards import BoardBuild, BoardError
+from .boards import BoardBuild
 from .model import board_top, picorv32_verilog, work_dir
 
 __all__ = ["simulated_board", "sim_source"]

@@ -8,14 +8,28 @@ from __future__ import annotations
 import json
 import sys
 
-from .common import EXIT_MISMATCH, EXIT_OK, CliError, positive
+from .common import EXIT_MISMATCH, EXIT_OK, CliError, operation, positive
 
 NAME = "board"
 HELP = "the tensor core on an ECP5 board: list, build, program, run (or simulate) GEMMs"
 
-_FORMATS = {"fp16": ("fp16", "fp16"), "bf16": ("bf16", "bf16"), "tf32": ("tf32", "tf32"),
-            "e4m3": ("e4m3", "e4m3"), "e5m2": ("e5m2", "e5m2"), "e4m3_e5m2": ("e4m3", "e5m2"),
-            "e5m2_e4m3": ("e5m2", "e4m3"), "s8": ("s8", "s8"), "u8": ("u8", "s8")}
+
+
+def _formats() -> dict:
+    """``--format`` name -> (A, B), from the format table: each format with its own B, and
+    ``A_B`` for the other B formats it pairs with."""
+    from numerics.formats import INPUT_FORMATS
+    return {**{f.name: (f.name, f.b_formats[0]) for f in INPUT_FORMATS.values()},
+            **{f"{f.name}_{b}": (f.name, b) for f in INPUT_FORMATS.values() for b in f.b_formats[1:]}}
+
+
+def _format_choices():
+    return list(_formats())
+
+
+def _acc_choices():
+    from sim.jobs import ACCUMULATORS
+    return list(ACCUMULATORS)
 
 
 def _board_choices():
@@ -64,10 +78,14 @@ def add_arguments(parser):
     p.add_argument("--b", default=None, metavar="B.npy", help="B (K x N)")
     p.add_argument("--c", default=None, metavar="C.npy",
                    help="C (M x N): float32, float16 (--acc f16) or int32: D = A*B + C")
-    p.add_argument("--format", default=None, choices=list(_FORMATS),
-                   help="the operands' format (random operands; with --a, what the dtype does not say)")
-    p.add_argument("--acc", default=None, choices=["f32", "f16", "s32", "s32sat"],
+    p.add_argument("--format", default=None, choices=_format_choices(),
+                   help="the operands' format (random operands; with --a, what the dtype does not "
+                        "say): A's, or A_B for mixed FP8")
+    p.add_argument("--acc", default=None, choices=_acc_choices(),
                    help="accumulator: f32 (default), f16 (FP16, FP8), s32 / s32sat (INT8)")
+    p.add_argument("--sparse", action="store_true",
+                   help="2:4 sparse A: the SoC block has no sparse path, so the board refuses it "
+                        "(its KIND error)")
     p.add_argument("--seed", type=int, default=1, help="random operands' seed")
     p.add_argument("-o", default=None, metavar="D.npz", help="write D: keys d (values), d_bits")
     p.add_argument("--timeout", type=float, default=None, metavar="S",
@@ -169,13 +187,13 @@ def _operands(args):
     import numpy as np
     from sim.board.gemm import BoardGemm
     from sim.operands import OperandError, load_matrix
-    acc = args.acc
     if args.a or args.b:
         if not (args.a and args.b):
             raise CliError("--a and --b go together")
+        fa_opt, fb_opt = _formats()[args.format] if args.format else (None, None)
         try:
-            a, fa = _bits(load_matrix(args.a, "a"), "a", args.format)
-            b, fb = _bits(load_matrix(args.b, "b"), "b", args.format if args.format else None, fa)
+            a, fa = _bits(load_matrix(args.a, "a"), "a", fa_opt)
+            b, fb = _bits(load_matrix(args.b, "b"), "b", fb_opt or fa)
         except OperandError as e:
             raise CliError(str(e)) from None
         if a.shape[1] != b.shape[0]:
@@ -184,101 +202,68 @@ def _operands(args):
         for flag, v in (("--m", args.m), ("--n", args.n), ("--k", args.k)):
             if v is not None:
                 raise CliError(f"{flag} comes from --a and --b; leave it out")
-        in_fmt, b_fmt, inputs = fa, fb, "files"
+        op = operation(fa, fb, args.acc, sparse=args.sparse)
+        inputs = "files"
     else:
         if args.c:
             raise CliError("--c goes with --a and --b")
         if None in (args.m, args.n, args.k):
             raise CliError("--m, --n and --k are required (or --a and --b)")
-        in_fmt, b_fmt = _FORMATS[args.format or "fp16"]
-        a, b = _random(args.m, args.n, args.k, in_fmt, b_fmt, args.seed)
+        op = operation(*_formats()[args.format or "fp16"], args.acc, sparse=args.sparse)
+        a, b = op.random_operands(args.m, args.n, args.k, args.seed)
         inputs = "random"
-    out_fmt, sat = _acc(in_fmt, acc)
     m, k = a.shape
     n = b.shape[1]
-    _check_sizes(m, n, k, in_fmt)
+    for flag, v, mult in (("M", m, 16), ("N", n, 16), ("K", k, op.k_step)):
+        if v < 1 or v % mult:
+            raise CliError(f"{flag} must be a positive multiple of {mult} for {op}, not {v}")
     c = None
     if args.c:
         try:
-            c = _c_bits(load_matrix(args.c, "c"), out_fmt, (m, n))
+            c = _c_bits(load_matrix(args.c, "c"), op, (m, n))
         except OperandError as e:
             raise CliError(str(e)) from None
-    return BoardGemm(np.ascontiguousarray(a), np.ascontiguousarray(b), c, in_fmt, b_fmt,
-                     out_fmt, sat), inputs
+    return BoardGemm(np.ascontiguousarray(a), np.ascontiguousarray(b), c, op), inputs
 
 
-def _acc(in_fmt, acc):
-    from numerics.formats import INPUT_FORMATS
-    fmt = INPUT_FORMATS[in_fmt]
-    name = {"f32": "fp32", "f16": "fp16", "s32": "s32", "s32sat": "s32"}
-    acc = acc or ("s32" if fmt.integer else "f32")
-    if name[acc] not in fmt.outputs:
-        allowed = [k for k, v in name.items() if v in fmt.outputs]
-        raise CliError(f"{in_fmt} operands take --acc {' or '.join(allowed)}, not {acc}")
-    return name[acc], acc == "s32sat"
-
-
-def _check_sizes(m, n, k, in_fmt):
-    from numerics.formats import INPUT_FORMATS
-    step = INPUT_FORMATS[in_fmt].k_step
-    for flag, v, mult in (("M", m, 16), ("N", n, 16), ("K", k, step)):
-        if v < 1 or v % mult:
-            raise CliError(f"{flag} must be a positive multiple of {mult} for {in_fmt}, not {v}")
-
-
-_DTYPE_FORMAT = {"float16": "fp16", "bfloat16": "bf16", "float8_e4m3fn": "e4m3",
-                 "float8_e5m2": "e5m2", "int8": "s8", "uint8": "u8"}
-
-
-def _bits(x, what, fmt, a_fmt=None):
-    """An operand's bits and format; the dtype says the format where it can."""
+def _bits(x, what, fmt):
+    """An operand's bits and format: its dtype says the format where it can (``fmt``, from
+    ``--format``, must then agree); raw data (uint16, or a bfloat16 array as ``numpy.save``
+    stores it; float32 for TF32) needs ``fmt``."""
     import numpy as np
-    from sim.operands import OperandError, operand_bits
-    name = str(x.dtype)
-    if name in _DTYPE_FORMAT:
-        got = _DTYPE_FORMAT[name]
-        if what == "b" and a_fmt is not None:
-            pairs = {"fp16": ("fp16",), "bf16": ("bf16",), "tf32": ("tf32",), "e4m3": ("e4m3", "e5m2"),
-                     "e5m2": ("e5m2", "e4m3"), "s8": ("s8",), "u8": ("s8",)}
-            if got not in pairs[a_fmt]:
-                raise OperandError(f"--b holds {name} ({got}) but A is {a_fmt}: B must be "
-                                   f"{' or '.join(pairs[a_fmt])}")
-        elif fmt is not None and _FORMATS[fmt][0 if what == "a" else 1] != got:
-            raise OperandError(f"--{what} holds {name} ({got}) but --format is {fmt}")
-        return x.view(np.uint16 if x.itemsize == 2 else np.uint8), got
-    if x.dtype == np.float32 and fmt == "tf32":
-        return x.view(np.uint32), "tf32"
-    if fmt in ("fp16", "bf16") or (fmt is None and a_fmt in ("fp16", "bf16")):
-        return operand_bits(x, what, fmt or a_fmt)
-    raise OperandError(f"--{what} has dtype {x.dtype}; give float16, bfloat16, float8_e4m3fn, "
-                       "float8_e5m2, int8 or uint8 (float32 with --format tf32, uint16 bits with "
-                       "--format fp16|bf16)")
+    from numerics.formats import INPUT_FORMATS
+    from numerics import Op
+    from sim.operands import OperandError
+    # float32 says FP32, not TF32 (whose 13 low fraction bits the core ignores): --format tf32
+    by_dtype = {np.dtype(Op(f).a_dtype): f for f in INPUT_FORMATS if f != "tf32"}
+    got = by_dtype.get(x.dtype)
+    if got is not None:
+        if fmt is not None and fmt != got:
+            raise OperandError(f"--{what} holds {x.dtype} ({got}) values but --format says {fmt}")
+        return x.view(Op(got).a_bits), got
+    if fmt is not None and x.dtype.itemsize == INPUT_FORMATS[fmt].bytes and x.dtype.kind in "uVf":
+        return x.view(Op(fmt).a_bits), fmt
+    raise OperandError(f"--{what} has dtype {x.dtype}; give " + ", ".join(map(str, by_dtype))
+                       + " (raw bits, or float32 for tf32, with --format)")
 
 
-def _c_bits(x, out_fmt, shape):
+def _c_bits(x, op, shape):
+    """C's bits: its dtype must be the accumulator's values."""
     import numpy as np
     from sim.operands import OperandError
-    want = {"fp32": np.float32, "fp16": np.float16, "s32": np.int32}[out_fmt]
-    if x.dtype != want:
-        raise OperandError(f"--c must be {np.dtype(want).name} for a {out_fmt} accumulator, not {x.dtype}")
+    if x.dtype != np.dtype(op.acc_dtype):
+        raise OperandError(f"--c must be {np.dtype(op.acc_dtype)} for {op}, not {x.dtype}")
     if x.shape != shape:
         raise OperandError(f"--c is {x.shape[0]}x{x.shape[1]}, D is {shape[0]}x{shape[1]}")
-    return np.ascontiguousarray(x).view(np.uint16 if out_fmt == "fp16" else np.uint32)
-
-
-def _random(m, n, k, in_fmt, b_fmt, seed):
-    from sim.operands import lowprec_operands, random_operands
-    if in_fmt in ("fp16", "bf16"):
-        return random_operands(m, n, k, in_fmt, seed)
-    return lowprec_operands(m, n, k, in_fmt, b_fmt, seed)
+    return np.ascontiguousarray(x).view(op.acc_bits)
 
 
 def _run(args) -> int:
     import time
     import numpy as np
     from sim.board.boards import BoardError
-    from sim.board.gemm import layout, run_on_board
-    from sim.board.link import BoardLink, BoardReplyError, LinkError, open_port
+    from sim.board.gemm import layout
+    from sim.board.link import BoardReplyError, LinkError
     from sim.commands.gemm import check_output
     from sim.runner import SimError
 
@@ -290,7 +275,7 @@ def _run(args) -> int:
     m, n, k = g.shape
     need = layout(g)["end"]
     if need > build.mem_bytes:
-        raise CliError(f"{m}x{n}x{k} {g.in_fmt} needs {need:,} bytes of the board's memory, which "
+        raise CliError(f"{m}x{n}x{k} {g.op} needs {need:,} bytes of the board's memory, which "
                        f"holds {build.mem_bytes:,}")
     say = (lambda line: None) if args.quiet else (lambda line: print(f"board: {line}", file=sys.stderr, flush=True))
     # An answer's time: the bytes of the largest frame at the line rate, the GEMM's clocks,
@@ -312,15 +297,14 @@ def _run(args) -> int:
     secs = r["cycles"] / clk
     gflops = 2 * m * n * k / secs / 1e9 if r["cycles"] else None
     s = {"board": build.board.name, "sim": bool(args.sim), "m": m, "n": n, "k": k,
-         "format": g.in_fmt if g.b_fmt == g.in_fmt else f"{g.in_fmt}_{g.b_fmt}",
-         "acc": g.out_fmt + ("sat" if g.saturate else ""), "c": g.c is not None, "inputs": inputs,
+         "op": str(g.op), "c": g.c is not None, "inputs": inputs,
          "lanes": info["lanes"], "clock_mhz": clk / 1e6, "cycles": r["cycles"], "beats": r["beats"],
          "cpu_cycles": r["cpu_cycles"], "gflops": gflops, "mismatches": r["mismatches"],
          "outputs": r["outputs"], "bit_exact": r["mismatches"] == 0,
          "selftest_failed": info["selftest_failed"], "send_s": r["send_s"], "run_s": r["run_s"],
          "read_s": r["read_s"], "wall_s": round(wall, 1), "seed": args.seed}
     where = f"{build.board.name} ({'simulated' if args.sim else args.port})"
-    print(f"GEMM {m}x{n}x{k} {s['format']} -> {s['acc']}{' + C' if s['c'] else ''} on {where}, "
+    print(f"GEMM {m}x{n}x{k} {g.op}{' + C' if s['c'] else ''} on {where}, "
           f"{info['lanes']}-lane core at {clk / 1e6:g} MHz")
     print(f"  cycles          {r['cycles']:,} ({r['beats']:,} core beats; CPU {r['cpu_cycles']:,})")
     if gflops is not None:
@@ -329,8 +313,7 @@ def _run(args) -> int:
           f"{r['outputs']} outputs differ from the golden model")
     print(f"  line            {r['send_s']:.1f} s sending, {r['read_s']:.1f} s reading back")
     if args.o:
-        view = {"fp32": np.float32, "fp16": np.float16, "s32": np.int32}[g.out_fmt]
-        np.savez(args.o, d=d.view(view), d_bits=d)
+        np.savez(args.o, d=d.view(g.op.acc_dtype), d_bits=d)
         s["output"] = args.o
         print(f"  wrote           {args.o}  (d: the values, d_bits: the bit patterns)")
     if args.json:

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 __all__ = ["EXIT_OK", "EXIT_MISMATCH", "EXIT_USAGE", "CliError", "positive",
-           "refuse_golden_options", "wave_note"]
+           "refuse_golden_options", "wave_note", "operation"]
 
 EXIT_OK, EXIT_MISMATCH, EXIT_USAGE = 0, 1, 2
 
@@ -38,3 +38,15 @@ def wave_note(path) -> str:
     """How to open the waveform at ``path``."""
     from sim.runner import wave_note
     return wave_note(Path(path))
+
+
+def operation(a: str, b: str | None, acc: str | None, sparse: bool = False):
+    """The :class:`numerics.Op` of ``--format``'s A and B and ``--acc`` (None: A's default);
+    CliError with the operation's refusal."""
+    from numerics import Op, UnsupportedOp
+    from sim.jobs import ACCUMULATORS
+    out, sat = ACCUMULATORS[acc] if acc else (None, False)
+    try:
+        return Op(a, b, out, sat, sparse=sparse)
+    except UnsupportedOp as e:
+        raise CliError(str(e)) from None

@@ -10,7 +10,7 @@ from pathlib import Path
 from sim.jobs import ACCUMULATORS, FP4_FORMATS, format_choices, lowprec_formats
 from numerics.formats import PTX_NAMES
 
-from .common import EXIT_MISMATCH, EXIT_OK, CliError, refuse_golden_options, wave_note
+from .common import EXIT_MISMATCH, EXIT_OK, CliError, operation, refuse_golden_options, wave_note
 
 NAME = "gemm"
 HELP = "a GEMM (random, or your matrices) through the matmulT GEMM top, checked bit for bit"
@@ -167,17 +167,6 @@ def _sparse_job(args, run):
     return GemmJob(m, n, k, in_fmt, acc, **run, a=a, b=b, sparse=True,
                    files=None if args.a is None else (args.a, args.b),
                    waves=args.waves and wave_label(args, in_fmt + "-sparse", acc))
-
-
-def operation(a: str, b: str | None, acc: str | None, sparse: bool = False):
-    """The :class:`numerics.Op` of ``--format``'s A and B and ``--acc`` (None: A's default);
-    CliError with the operation's refusal."""
-    from numerics import Op, UnsupportedOp
-    out, sat = ACCUMULATORS[acc] if acc else (None, False)
-    try:
-        return Op(a, b, out, sat, sparse=sparse)
-    except UnsupportedOp as e:
-        raise CliError(str(e)) from None
 
 
 def _operands(args, acc):
