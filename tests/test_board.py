@@ -4,7 +4,6 @@ pieces a board build needs (the PLL settings, the platforms' pins, the generated
 
 import shutil
 import struct
-import time
 
 import numpy as np
 import pytest
@@ -140,7 +139,7 @@ def test_board_boots_and_every_selftest_kind_is_bit_exact(board):
     for case in SELFTEST_CASES:
         lines = [t for t in text if t.startswith(case.name + " ")]
         assert len(lines) == 1, (case.name, text)
-        assert f"32x32x32: 0 of 1,024 outputs differ, " in lines[0]
+        assert "32x32x32: 0 of 1,024 outputs differ, " in lines[0]
     assert "self-test: passed" in text
     assert any("2:4 sparse: not in this build" in t for t in text)
 
@@ -241,20 +240,28 @@ def test_refused_gemms_get_their_error_and_the_next_runs_bit_exact(link, board):
     _tiny_gemm_is_bit_exact(link)
 
 
+def _matrices(folder, seed, m, n, k, dtype):
+    """Random A, B (of ``dtype``) and FP32 C saved as .npy in ``folder``, and the options that
+    name them."""
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    c = rng.standard_normal((m, n)).astype(np.float32)
+    files = []
+    for name, x in (("a", a), ("b", b), ("c", c)):
+        np.save(folder / f"{name}.npy", x)
+        files += [f"--{name}", str(folder / f"{name}.npy")]
+    return a, b, c, files
+
+
 def test_cli_runs_user_matrices_with_c_on_the_board(board, tmp_path, capsys):
     """``tcore board run --port``: the user's .npy files, C given, D written and bit-exact."""
     import ml_dtypes
     from golden import matmul
     from sim.cli import main
-    rng = np.random.default_rng(11)
-    a = rng.standard_normal((32, 48)).astype(ml_dtypes.bfloat16)
-    b = rng.standard_normal((48, 16)).astype(ml_dtypes.bfloat16)
-    c = rng.standard_normal((32, 16)).astype(np.float32)
-    for name, x in (("a", a), ("b", b), ("c", c)):
-        np.save(tmp_path / f"{name}.npy", x)
+    a, b, c, files = _matrices(tmp_path, 11, 32, 16, 48, ml_dtypes.bfloat16)
     out = tmp_path / "d.npz"
-    rc = main(["board", "run", "--port", board["url"], "--a", str(tmp_path / "a.npy"),
-               "--b", str(tmp_path / "b.npy"), "--c", str(tmp_path / "c.npy"), "-o", str(out),
+    rc = main(["board", "run", "--port", board["url"], *files, "-o", str(out),
                "--format", "bf16", "--json", "--quiet"])   # numpy saves bfloat16 as raw 2-byte data
     said = capsys.readouterr().out
     assert rc == 0, said
@@ -283,15 +290,9 @@ def test_cli_sim_reproduces_a_gemm_with_c(tmp_path, capsys):
     """``tcore board run --sim``: its own simulated board, a user GEMM with C, bit for bit."""
     from golden import matmul
     from sim.cli import main
-    rng = np.random.default_rng(5)
-    a = rng.standard_normal((16, 32)).astype(np.float16)
-    b = rng.standard_normal((32, 32)).astype(np.float16)
-    c = rng.standard_normal((16, 32)).astype(np.float32)
-    for name, x in (("a", a), ("b", b), ("c", c)):
-        np.save(tmp_path / f"{name}.npy", x)
+    a, b, c, files = _matrices(tmp_path, 5, 16, 32, 32, np.float16)
     out = tmp_path / "d.npz"
-    rc = main(["board", "run", "--sim", "--a", str(tmp_path / "a.npy"), "--b", str(tmp_path / "b.npy"),
-               "--c", str(tmp_path / "c.npy"), "-o", str(out), "--quiet"])
+    rc = main(["board", "run", "--sim", *files, "-o", str(out), "--quiet"])
     assert rc == 0, capsys.readouterr()
     assert np.array_equal(np.load(out)["d_bits"], matmul(a, b, c).view(np.uint32))
 

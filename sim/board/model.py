@@ -18,14 +18,13 @@ def work_dir(build: BoardBuild) -> Path:
 
 
 def picorv32_verilog() -> Path:
-    """PicoRV32's Verilog (the PyPI package ``pythondata-cpu-picorv32``)."""
+    """PicoRV32's Verilog (the PyPI package ``pythondata-cpu-picorv32``, as the CPU demo's)."""
+    from sim.cpu_demo import DemoError, picorv32_verilog as demo_cpu
     from .boards import BoardError
     try:
-        import pythondata_cpu_picorv32 as p
-    except ImportError:
-        raise BoardError("PicoRV32 is not installed: pip install pythondata-cpu-picorv32 "
-                         "(the test and board extras have it)") from None
-    return Path(p.data_location) / "picorv32.v"
+        return demo_cpu()
+    except DemoError as e:
+        raise BoardError(str(e)) from None
 
 
 def board_top(build: BoardBuild, log=None):
