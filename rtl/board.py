@@ -67,13 +67,14 @@ class RamPortSignature(wiring.Signature):
 
 
 class AxiRam(wiring.Component):
-    """An AXI4 slave memory of ``words`` 128-bit words in block RAM (INCR bursts, one ID,
-    OKAY responses; addresses wrap at the memory's size), with a second requester ``cpu``
+    """An AXI4 slave memory (design ``axiram``) of ``words`` 128-bit words in block RAM (INCR
+    bursts of full-width beats, each answered with its ID, in order; OKAY responses; addresses
+    wrap at the memory's size), with a second requester ``cpu``
     (:class:`RamPortSignature`).  See the module docstring for how the ports are shared."""
 
     READ_FIFO = 4
 
-    def __init__(self, words: int, *, addr_width: int = 32, init=()):
+    def __init__(self, words: int = 1024, *, addr_width: int = 32, init=()):
         self._words, self._aw = words, addr_width
         self._abits = (words - 1).bit_length()
         self._init = list(init)
@@ -93,37 +94,40 @@ class AxiRam(wiring.Component):
         abits, shift = self._abits, (_WORD // 8).bit_length() - 1
 
         # ---- reads: an address queue of one, then the burst's reads, one a clock ------------
-        q_valid, q_addr, q_len = Signal(), Signal(abits), Signal(8)
-        active, raddr, left = Signal(), Signal(abits), Signal(9)
-        m.submodules.rfifo = rfifo = SyncFIFO(width=_WORD + 1, depth=self.READ_FIFO)
+        q_valid, q_addr, q_len, q_id = Signal(), Signal(abits), Signal(8), Signal(1)
+        active, raddr, left, rid = Signal(), Signal(abits), Signal(9), Signal(1)
+        m.submodules.rfifo = rfifo = SyncFIFO(width=_WORD + 2, depth=self.READ_FIFO)
         issued, issued_last = Signal(), Signal()
         issue = active & (rfifo.level + issued < self.READ_FIFO)
         last_issue = issue & (left == 1)
         m.d.comb += [axi.arready.eq(~q_valid), rd.addr.eq(raddr), rd.en.eq(1)]
         with m.If(axi.arvalid & axi.arready):
-            m.d.sync += [q_valid.eq(1), q_addr.eq(axi.araddr >> shift), q_len.eq(axi.arlen)]
+            m.d.sync += [q_valid.eq(1), q_addr.eq(axi.araddr >> shift), q_len.eq(axi.arlen),
+                         q_id.eq(axi.arid)]
         with m.If(issue):
             m.d.sync += [raddr.eq(raddr + 1), left.eq(left - 1)]
         with m.If((~active | last_issue) & q_valid):
-            m.d.sync += [active.eq(1), raddr.eq(q_addr), left.eq(q_len + 1), q_valid.eq(0)]
+            m.d.sync += [active.eq(1), raddr.eq(q_addr), left.eq(q_len + 1), q_valid.eq(0),
+                         rid.eq(q_id)]
         with m.Elif(last_issue):
             m.d.sync += active.eq(0)
-        m.d.sync += [issued.eq(issue), issued_last.eq(last_issue)]
-        m.d.comb += [rfifo.w_en.eq(issued), rfifo.w_data.eq(Cat(rd.data, issued_last)),
+        issued_id = Signal(1)
+        m.d.sync += [issued.eq(issue), issued_last.eq(last_issue), issued_id.eq(rid)]
+        m.d.comb += [rfifo.w_en.eq(issued), rfifo.w_data.eq(Cat(rd.data, issued_last, issued_id)),
                      axi.rvalid.eq(rfifo.r_rdy), axi.rdata.eq(rfifo.r_data[:_WORD]),
-                     axi.rlast.eq(rfifo.r_data[_WORD]), axi.rresp.eq(0), axi.rid.eq(0),
-                     rfifo.r_en.eq(axi.rready)]
+                     axi.rlast.eq(rfifo.r_data[_WORD]), axi.rid.eq(rfifo.r_data[_WORD + 1]),
+                     axi.rresp.eq(0), rfifo.r_en.eq(axi.rready)]
 
         # ---- writes and the CPU on port B ----------------------------------------------------
-        wr_active, waddr, bvalid = Signal(), Signal(abits), Signal()
+        wr_active, waddr, bvalid, bid = Signal(), Signal(abits), Signal(), Signal(1)
         cstate = Signal(2)                  # the CPU's access: 0 none, 1 granted, 2 answered
         cdata = Signal(_WORD)
         grant = cpu.en & ~wr_active & (cstate == 0)
         m.d.comb += [axi.awready.eq(~wr_active & ~bvalid & ~cpu.en & (cstate == 0)),
                      axi.wready.eq(wr_active), axi.bvalid.eq(bvalid), axi.bresp.eq(0),
-                     axi.bid.eq(0)]
+                     axi.bid.eq(bid)]
         with m.If(axi.awvalid & axi.awready):
-            m.d.sync += [wr_active.eq(1), waddr.eq(axi.awaddr >> shift)]
+            m.d.sync += [wr_active.eq(1), waddr.eq(axi.awaddr >> shift), bid.eq(axi.awid)]
         w_fire = axi.wvalid & wr_active
         with m.If(w_fire):
             m.d.sync += waddr.eq(waddr + 1)
@@ -138,14 +142,12 @@ class AxiRam(wiring.Component):
                      wr_b.data.eq(Mux(wr_active, axi.wdata, cpu.wdata)),
                      wr_b.en.eq(Mux(wr_active, Mux(w_fire, axi.wstrb, 0),
                                     Mux(grant, cpu.we, 0)))]
-        with m.Switch(cstate):
-            with m.Case(0):
-                with m.If(grant):
-                    m.d.sync += cstate.eq(1)
-            with m.Case(1):
-                m.d.sync += [cdata.eq(rd_b.data), cstate.eq(2)]
-            with m.Default():
-                m.d.sync += cstate.eq(0)
+        with m.If(cstate == 0):
+            m.d.sync += cstate.eq(grant)
+        with m.Elif(cstate == 1):
+            m.d.sync += [cdata.eq(rd_b.data), cstate.eq(2)]
+        with m.Else():
+            m.d.sync += cstate.eq(0)
         m.d.comb += [cpu.ack.eq(cstate == 2), cpu.rdata.eq(cdata)]
         return m
 

@@ -14,7 +14,8 @@ _CLASSES = {"mma4": ("mma4", "MMA4", {}), "mma4play": ("player", "BeatPlayer", {
             "wmma": ("wmma", "WarpTop", {}),
             "gemm": ("gemm", "GemmTop", {}), "fp4dec": ("nvfp4", "Fp4Decoder", {"registered": True}),
             "fp4gemm": ("nvfp4", "Fp4GemmTop", {}), "axilregs": ("axil", "AxiLiteRegsTop", {}),
-            "soc": ("soc", "GemmSoc", {})}
+            "soc": ("soc", "GemmSoc", {}), "uart": ("uart", "Uart", {}),
+            "axiram": ("board", "AxiRam", {})}
 
 
 def _class(name: str):
@@ -65,7 +66,8 @@ def make(name: str, **params):
 LINT_PARAMS = {"mma4": {}, "mma4play": {"depth": 2048}, "fragments": {"a_frags": 2, "b_frags": 2, "acc_frags": 2, "load_ports": 2},
                "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768},
                "fp4dec": {"lanes": 16}, "fp4gemm": {"cores": 1, "mem_words": 32768},
-               "axilregs": {}, "soc": {}}
+               "axilregs": {}, "soc": {}, "uart": {"divisor": 5, "rx_depth": 16},
+               "axiram": {"words": 512}}
 SYNTH_PARAMS = {
     "mma4": {"dsp": "ecp5"},
     "gemm": {"cores": 1, "mem_words": 4096},

@@ -112,12 +112,12 @@ class UartRx(wiring.Component):
 
 
 class Uart(wiring.Component):
-    """The UART with its FIFOs: ``tx_data`` (a stream of bytes to send), ``rx_data`` (the
+    """The UART with its FIFOs (design ``uart``; ``divisor`` 434 is 115200 baud at 50 MHz): ``tx_data`` (a stream of bytes to send), ``rx_data`` (the
     bytes received, in order; ``rx_level`` of them waiting), ``rx_overflow`` (sticky: a byte
     came while the receive FIFO was full), ``rx_frame_error`` (sticky), cleared by
     ``clear``.  The pins are ``tx`` and ``rx``."""
 
-    def __init__(self, divisor: int, rx_depth: int = 2048, tx_depth: int = 16):
+    def __init__(self, divisor: int = 434, rx_depth: int = 2048, tx_depth: int = 16):
         self._div, self._rx_depth, self._tx_depth = divisor, rx_depth, tx_depth
         super().__init__({
             "tx": Out(1, init=1), "rx": In(1, init=1),
