@@ -160,14 +160,40 @@ def _gemm(kind: str, m=16, n=16, k=32, c=True, seed=0):
     return BoardGemm(a, b, cb, op)
 
 
-KINDS = ["fp16->fp32", "fp16->fp16", "bf16->fp32", "tf32->fp32", "e4m3->fp32", "e5m2->fp16",
-         "e4m3.e5m2->fp32", "s8->s32", "u8->s32.sat"]
+KINDS = {"fp16->fp32": [], "fp16->fp16": ["--acc", "f16"], "bf16->fp32": ["--format", "bf16"],
+         "tf32->fp32": ["--format", "tf32"], "e4m3->fp32": ["--format", "e4m3"],
+         "e5m2->fp16": ["--format", "e5m2", "--acc", "f16"],
+         "e4m3.e5m2->fp32": ["--format", "e4m3_e5m2"], "s8->s32": ["--format", "s8"],
+         "u8.s8->s32.sat": ["--format", "u8", "--acc", "s32sat"]}
 
 
-@pytest.mark.parametrize("kind", KINDS)
-def test_one_gemm_of_each_kind_through_the_host_code_is_bit_exact(link, kind):
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_one_gemm_of_each_kind_through_tcore_board_run_is_bit_exact(board, kind, tmp_path, capsys):
+    """``tcore board run`` on the simulated board, random operands of each kind: D (-o) is
+    the golden model's D of the same operands."""
+    import json
+    from golden.mma import mma
+    from numerics import Op
+    from sim.cli import main
+    m, n, k, seed = 16, 32, 64, list(KINDS).index(kind) + 3
+    out = tmp_path / "d.npz"
+    rc = main(["board", "run", "--port", board["url"], "--m", str(m), "--n", str(n), "--k", str(k),
+               "--seed", str(seed), *KINDS[kind], "-o", str(out), "--json", "--quiet"])
+    said = capsys.readouterr().out
+    assert rc == 0, said
+    s = json.loads(said.strip().splitlines()[-1])
+    assert s["op"] == kind and s["mismatches"] == 0 and s["cycles"] > 0
+    op = Op.parse(kind)
+    a, b = op.random_operands(m, n, k, seed)
+    want = mma(a, b, np.zeros((m, n), op.acc_bits), op=op)
+    d = np.load(out)["d_bits"]
+    assert np.array_equal(d, want) and d.any()
+
+
+@pytest.mark.parametrize("kind", ["fp16->fp16", "e5m2->fp16", "u8.s8->s32.sat"])
+def test_gemms_with_c_through_the_host_code_are_bit_exact(link, kind):
     from sim.board.gemm import golden_d, run_on_board
-    g = _gemm(kind, seed=KINDS.index(kind))
+    g = _gemm(kind, seed=len(kind))
     r = run_on_board(link, g)
     assert r["mismatches"] == 0
     assert np.array_equal(r["d"], golden_d(g)) and r["d"].any()
@@ -329,3 +355,18 @@ def test_cli_sparse_is_a_kind_the_board_lacks(board, capsys):
                "--k", "32", "--quiet"])
     err = capsys.readouterr().err
     assert rc == 2 and "the board answered KIND" in err and err.count("\n") == 1
+
+
+def test_program_prints_the_command_without_openfpgaloader(tmp_path, capsys, monkeypatch):
+    import shutil as sh
+    from sim.cli import main
+    assert main(["board", "program", "--board", "ulx3s-85f", "--bitstream",
+                 str(tmp_path / "none.bit")]) == 2
+    assert "no bitstream" in capsys.readouterr().err
+    bit = tmp_path / "tcore.bit"
+    bit.write_bytes(b"\xff" * 16)
+    real = sh.which
+    monkeypatch.setattr(sh, "which", lambda name: None if name == "openFPGALoader" else real(name))
+    assert main(["board", "program", "--board", "ecpix5-85f", "--bitstream", str(bit)]) == 0
+    said = capsys.readouterr().out
+    assert "openFPGALoader is not installed" in said and f"openFPGALoader -b ecpix5 {bit}" in said
