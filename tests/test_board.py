@@ -167,7 +167,13 @@ KINDS = {"fp16->fp32": [], "fp16->fp16": ["--acc", "f16"], "bf16->fp32": ["--for
          "u8.s8->s32.sat": ["--format", "u8", "--acc", "s32sat"]}
 
 
-@pytest.mark.parametrize("kind", list(KINDS))
+# The reset self-test checks every kind in make test; three kinds run through the CLI there
+# too, the rest in the slow tests.
+_FAST_KINDS = ("fp16->fp32", "e4m3.e5m2->fp32", "u8.s8->s32.sat")
+
+
+@pytest.mark.parametrize("kind", [pytest.param(k, marks=[] if k in _FAST_KINDS else pytest.mark.slow)
+                                  for k in KINDS])
 def test_one_gemm_of_each_kind_through_tcore_board_run_is_bit_exact(board, kind, tmp_path, capsys):
     """``tcore board run`` on the simulated board, random operands of each kind: D (-o) is
     the golden model's D of the same operands."""
@@ -190,7 +196,8 @@ def test_one_gemm_of_each_kind_through_tcore_board_run_is_bit_exact(board, kind,
     assert np.array_equal(d, want) and d.any()
 
 
-@pytest.mark.parametrize("kind", ["fp16->fp16", "e5m2->fp16", "u8.s8->s32.sat"])
+@pytest.mark.parametrize("kind", ["fp16->fp16", pytest.param("e5m2->fp16", marks=pytest.mark.slow),
+                                  pytest.param("u8.s8->s32.sat", marks=pytest.mark.slow)])
 def test_gemms_with_c_through_the_host_code_are_bit_exact(link, kind):
     from sim.board.gemm import golden_d, run_on_board
     g = _gemm(kind, seed=len(kind))
