@@ -45,8 +45,9 @@ def sim_source(build: BoardBuild, log=None):
 
 
 def _serve(args: dict):
-    """The bench process: build the simulated board and serve one host (its output goes to
-    the parent's stderr, so that the host's stdout keeps only its report)."""
+    """The bench process: build the simulated board and serve its hosts until the stop file
+    appears (its output goes to the parent's stderr, so that the host's stdout keeps only its
+    report)."""
     from sim.runner import run_bench
     from .boards import board_of
     from .firmware import SelfTestCase
