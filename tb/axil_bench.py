@@ -16,7 +16,7 @@ from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 from rtl.axil import field_port
 from rtl.regmap import REGISTERS, Access, register
 from host.handover import handover
-from tb.common import pauses, start
+from tb.common import pause_channels, start
 
 TIMEOUT_US = 200          # no transaction of these tests takes near that: a hang fails
 
@@ -29,10 +29,7 @@ class Bench:
         dut._log.info(f"seed {seed}")
         self.axil = AxiLiteMaster(AxiLiteBus.from_prefix(dut, "s_axil"), dut.clk, dut.rst)
         if pause:
-            for ch in (self.axil.write_if.aw_channel, self.axil.write_if.w_channel,
-                       self.axil.write_if.b_channel, self.axil.read_if.ar_channel,
-                       self.axil.read_if.r_channel):
-                ch.set_pause_generator(pauses(random.Random(self.rng.random()), pause))
+            pause_channels(self.rng, pause, self.axil)
 
     async def start(self):
         dut = self.dut

@@ -15,7 +15,7 @@ from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiBus, AxiMaster
 
 from host.handover import handover
-from tb.common import pauses, start
+from tb.common import pause_channels, start
 
 WORD = 16                      # bytes in a memory word
 
@@ -28,10 +28,7 @@ class Bench:
         self.rng = random.Random(int(handover().option("seed", 1)))
         self.model = bytearray(self.size)
         self.axi = AxiMaster(AxiBus.from_prefix(dut, "axi_"), dut.clk, dut.rst)
-        for ch in (self.axi.write_if.aw_channel, self.axi.write_if.w_channel,
-                   self.axi.write_if.b_channel, self.axi.read_if.ar_channel,
-                   self.axi.read_if.r_channel):
-            ch.set_pause_generator(pauses(random.Random(self.rng.random()), pause))
+        pause_channels(self.rng, pause, self.axi)
 
     async def start(self):
         d = self.dut

@@ -15,7 +15,8 @@ import cocotb
 from cocotb.clock import Clock
 from cocotb.triggers import ClockCycles, RisingEdge
 
-__all__ = ["CLOCK_NS", "clock", "start", "reset", "pauses", "StreamDriver", "StreamMonitor"]
+__all__ = ["CLOCK_NS", "clock", "start", "reset", "pauses", "pause_channels", "StreamDriver",
+           "StreamMonitor"]
 
 #: The benches' clock period.
 CLOCK_NS = 10
@@ -52,6 +53,16 @@ def pauses(rng: random.Random, p: float):
     probability ``p`` each clock."""
     while True:
         yield rng.random() < p
+
+
+def pause_channels(rng: random.Random, p: float, *ports):
+    """Random pauses (:func:`pauses`, probability ``p``) on all five channels of each
+    cocotbext-axi master or slave in ``ports``, each channel's generator seeded from ``rng``
+    in turn (AW, W, B, AR, R of the first port, then the next)."""
+    for port in ports:
+        for ch in (port.write_if.aw_channel, port.write_if.w_channel, port.write_if.b_channel,
+                   port.read_if.ar_channel, port.read_if.r_channel):
+            ch.set_pause_generator(pauses(random.Random(rng.random()), p))
 
 
 def _resolved(sig, port: str, what: str, cycle: int):

@@ -27,7 +27,7 @@ from golden import mma
 from golden.mma import instr_of
 from rtl.regmap import IN_BYTES, REGISTERS, ErrorCode, InFormat, register
 from host.handover import handover
-from tb.common import pauses, start
+from tb.common import pause_channels, start
 
 REG = {r.name: r.offset for r in REGISTERS}
 #: golden input format name -> FORMAT.in_fmt
@@ -83,13 +83,7 @@ class Bench:
         #: write burst asked for and not yet answered (``tcore bench soc`` reports them)
         self.stats = dict(r_beats=0, w_beats=0, read_busy=0, write_busy=0, both_busy=0, clocks=0)
         if pause:
-            chans = [self.axil.write_if.aw_channel, self.axil.write_if.w_channel,
-                     self.axil.write_if.b_channel, self.axil.read_if.ar_channel,
-                     self.axil.read_if.r_channel, self.axi.write_if.aw_channel,
-                     self.axi.write_if.w_channel, self.axi.write_if.b_channel,
-                     self.axi.read_if.ar_channel, self.axi.read_if.r_channel]
-            for ch in chans:
-                ch.set_pause_generator(pauses(random.Random(self.rng.random()), pause))
+            pause_channels(self.rng, pause, self.axil, self.axi)
         # The memory answers a failed access with SLVERR; with ``decode_errors`` set, with DECERR
         # (an address no slave decodes), on the read data and the write response channels.
         self.decode_errors = False
