@@ -27,8 +27,10 @@ def picorv32_verilog() -> Path:
         raise BoardError(str(e)) from None
 
 
-def board_top(build: BoardBuild, log=None):
-    """The :class:`rtl.board.BoardTop` of ``build`` with its firmware (compiled if needed)."""
+def board_top(build: BoardBuild, log=None, firmware: bytes | None = None):
+    """The :class:`rtl.board.BoardTop` of ``build`` with its firmware (``firmware``, or
+    compiled if needed)."""
     from rtl.board import BoardTop
-    fw = build_firmware(work_dir(build) / "firmware", build.fw_bytes, build.cases(), log)
+    fw = firmware if firmware is not None else build_firmware(
+        work_dir(build) / "firmware", build.fw_bytes, build.cases(), log)
     return BoardTop(firmware=fw, **build.top_params())

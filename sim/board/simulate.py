@@ -35,7 +35,7 @@ def sim_source(build: BoardBuild, log=None):
             if log:
                 log(f"board top ({build.folder}): elaborating (Amaranth -> Verilog) ...")
             t = time.perf_counter()
-            text = verilog.convert(board_top(build, log), name="board", emit_src=False)
+            text = verilog.convert(board_top(build, log, fw), name="board", emit_src=False)
             path.write_text(text)
             stamp.write_text(key)
             if log:
