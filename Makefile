@@ -27,14 +27,14 @@ sim: $(STAMP)
 # testbench, and D is compared with the golden model bit for bit.
 SOC_SIM ?= icarus
 soc-demo: $(STAMP)
-	$(BIN)/python -m sim.soc_demo --sim $(SOC_SIM)
+	$(BIN)/python -m tcore.sim.soc_demo --sim $(SOC_SIM)
 
 # A RISC-V CPU (PicoRV32) runs C firmware (sw/demo, the driver sw/tcore.c) that drives the soc
 # block on Verilator: D checked bit for bit, the CPU's soft-float GEMM timed against the block's
 # (needs Debian's gcc-riscv64-unknown-elf; CPU_DEMO_ARGS e.g. "--m 64 --n 64 --k 32").
 CPU_DEMO_ARGS ?=
 cpu-demo: $(STAMP)
-	$(BIN)/python -m sim.cpu_demo $(CPU_DEMO_ARGS)
+	$(BIN)/python -m tcore.sim.cpu_demo $(CPU_DEMO_ARGS)
 
 # make test: everything but the slow tests (pyproject's addopts leave them out); make test-all:
 # the slow ones too.  Both print the 25 slowest tests and their wall time (budget of make test:
@@ -48,12 +48,12 @@ test-all: $(STAMP)
 	rc=$$?; echo "make test-all: $$(( $$(date +%s) - start )) s wall clock"; exit $$rc
 
 lint: $(STAMP)
-	$(BIN)/python -m sim.lint
+	$(BIN)/python -m tcore.sim.lint
 
 # SymbiYosys proofs (yowasp-sby with the Yices solver, both from the test extra); make test runs
 # them too (tests/test_formal_*.py).
 formal: $(STAMP)
-	$(BIN)/python -m sim.formal
+	$(BIN)/python -m tcore.sim.formal
 
 verilog: $(STAMP)
 	$(BIN)/tcore verilog -o build/verilog

@@ -4,6 +4,6 @@ The table itself lives in :mod:`numerics` (outside ``golden/``, so that the RTL 
 parameters without importing the golden model); this module re-exports it for the golden model.
 """
 
-from numerics import AMPERE, ARCHS, HOPPER, KINDS, VOLTA, Arch, Step, get_arch
+from tcore.numerics import AMPERE, ARCHS, HOPPER, KINDS, VOLTA, Arch, Step, get_arch
 
 __all__ = ["Arch", "Step", "KINDS", "VOLTA", "AMPERE", "HOPPER", "ARCHS", "get_arch"]

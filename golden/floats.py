@@ -22,8 +22,8 @@ from __future__ import annotations
 import ml_dtypes
 import numpy as np
 
-from numerics import Op
-from numerics.formats import INPUT_FORMATS
+from tcore.numerics import Op
+from tcore.numerics.formats import INPUT_FORMATS
 
 from .mma import mma
 
@@ -152,7 +152,7 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
 
 def _library(a, b, c, *, arch, instr, promote, engine, workers, out, saturate, split_k, alpha,
              beta, bias, scale_a, scale_b, out_dtype):
-    """golden.matmul's library GEMM: the FP32 chain from zero (split where asked), then the
+    """tcore.golden.matmul's library GEMM: the FP32 chain from zero (split where asked), then the
     epilogue of :func:`golden.cublas.epilogue`."""
     from . import cublas
     if any(hasattr(x, "__dask_graph__") for x in (a, b, c, bias, scale_a, scale_b)):

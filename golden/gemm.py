@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numerics import Op
+from tcore.numerics import Op
 
 from .mma import mma
 

@@ -20,8 +20,8 @@ import os
 
 import numpy as np
 
-from numerics import Op
-from numerics.formats import INPUT_FORMATS
+from tcore.numerics import Op
+from tcore.numerics.formats import INPUT_FORMATS
 
 from .arch import get_arch, HOPPER
 from .dot import exact_round, finite_terms, fused_sum, round_output
@@ -85,7 +85,7 @@ def check_operands(a, b, c, in_fmt, out_fmt, b_fmt=None):
         if arr.dtype != want:
             hint = "" if arr.dtype.kind in "ui" else (
                 f"; for a float array x pass x.view(np.{np.dtype(want).name}), or use "
-                "golden.matmul, which takes floats")
+                "tcore.golden.matmul, which takes floats")
             raise TypeError(f"{name} must hold {np.dtype(want).name} bit patterns ({what}), "
                             f"not {arr.dtype}{hint}")
     if a.ndim < 2 or b.ndim < 2 or c.ndim < 2:

@@ -27,8 +27,8 @@ import json
 import ml_dtypes
 import numpy as np
 
-from numerics import Op
-from numerics.formats import INPUT_FORMATS, OUTPUT_BITS, dtype_of
+from tcore.numerics import Op
+from tcore.numerics.formats import INPUT_FORMATS, OUTPUT_BITS, dtype_of
 
 __all__ = ["Kernel", "KERNELS", "VectorFileError", "Problem", "load", "problem", "kernels_in",
            "is_cublas_file", "cublas_calls", "verify_cublas_file"]

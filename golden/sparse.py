@@ -49,7 +49,7 @@ from pathlib import Path
 
 import numpy as np
 
-from numerics.formats import dtype_of
+from tcore.numerics.formats import dtype_of
 
 from .arch import HOPPER, get_arch
 from .dot import fused_sum, round_output

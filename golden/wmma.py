@@ -26,8 +26,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from numerics import Op, UnsupportedOp
-from numerics.fragments import SHAPES, dims, distinct, element_map
+from tcore.numerics import Op, UnsupportedOp
+from tcore.numerics.fragments import SHAPES, dims, distinct, element_map
 
 from .mma import mma
 

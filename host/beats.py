@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from numerics.formats import INPUT_FORMATS
+from tcore.numerics.formats import INPUT_FORMATS
 
 __all__ = ["BEAT_BITS", "Mode", "mode_of", "block_beats", "pack_payloads", "unpack_outputs", "Job",
            "save_jobs", "load_jobs", "blocks_to_tiles"]
@@ -29,8 +29,8 @@ def _beat_layout():
     order, so a change of the RTL's layout is an error here, not a wrong bit in a bench."""
     from amaranth.lib import data
 
-    from rtl.formats import InputKind
-    from rtl.mma4 import Beat, KDEPTH
+    from tcore.rtl.formats import InputKind
+    from tcore.rtl.mma4 import Beat, KDEPTH
     fields = {name: (f.offset, f.width) for name, f in data.Layout.cast(Beat)}
     expect = {"a": (0, 256), "b": (256, 256), "c": (512, 512), "last": (1024, 1), "mode": (1025, 8),
               "b_hi": (1033, 256), "meta": (1289, 32)}
@@ -39,7 +39,7 @@ def _beat_layout():
                    "sparse": (7, 1)}
     kinds = {k.name.lower(): k.value for k in InputKind}
     if fields != expect or mode != expect_mode or kinds != {"fp16": 0, "bf16": 1, "tf32": 2, "fp8": 3, "int8": 4}:
-        raise RuntimeError(f"rtl.mma4.Beat is laid out as {fields} / {mode} / {kinds}; host.beats "
+        raise RuntimeError(f"tcore.rtl.mma4.Beat is laid out as {fields} / {mode} / {kinds}; host.beats "
                            f"packs {expect} / {expect_mode}")
     return data.Layout.cast(Beat).size, {k.value: d for k, d in KDEPTH.items()}
 
@@ -186,7 +186,7 @@ class Job:
             if not fused or self.a.shape[2] * 2 != k or k % 32:
                 raise ValueError(f"a 2:4 sparse job is fused, with K a multiple of 32 and K/2 "
                                  f"stored values a row, not a {self.a.shape} and b {self.b.shape}")
-            from golden.sparse import SparseA      # checks the metadata, reads its nibbles
+            from tcore.golden.sparse import SparseA      # checks the metadata, reads its nibbles
             self.nib = SparseA(self.a, self.a_meta, k, in_fmt).nibbles()
             self.steps = list(range(0, k, 32))
             return

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth.lib import data
 
-from numerics import Op
+from tcore.numerics import Op
 
 __all__ = ["sparse_layout", "sparse_image", "write_memh", "read_memh", "struct_fields", "pack_struct", "unpack_struct", "cfg_word", "fcfg_word",
            "gemm_layout", "clock_budget", "fp4_image", "fp4_extra_clocks"]
@@ -48,7 +48,7 @@ def unpack_struct(layout, word: int) -> dict:
 def cfg_word(**f) -> int:
     """:class:`rtl.gemm.GemmConfig` as the ``cfg`` port's integer (``bf16=True`` for
     ``kind=1``, BF16)."""
-    from rtl.gemm import GemmConfig
+    from tcore.rtl.gemm import GemmConfig
     if "bf16" in f:
         f["kind"] = 1 if f.pop("bf16") else f.get("kind", 0)
     return pack_struct(GemmConfig, **f)
@@ -56,7 +56,7 @@ def cfg_word(**f) -> int:
 
 def fcfg_word(**f) -> int:
     """:class:`rtl.nvfp4.Fp4Config` as the ``fcfg`` port's integer."""
-    from rtl.nvfp4 import Fp4Config
+    from tcore.rtl.nvfp4 import Fp4Config
     return pack_struct(Fp4Config, **f)
 
 
@@ -117,7 +117,7 @@ def fp4_image(qa, qbt):
     A's packed codes, A's scales (M x K/block), B's packed codes in B's own K x N layout and
     B's scales as K/block x N.  Returns ``(bytes, gemm cfg fields, fcfg fields)``.
     """
-    from golden.nvfp4 import pack_codes
+    from tcore.golden.nvfp4 import pack_codes
 
     m, k = qa.codes.shape
     n = qbt.codes.shape[0]

@@ -11,9 +11,9 @@ import numpy as np
 
 from amaranth.lib import data
 
-from rtl.wmma import Op as _RtlOp
-from rtl.wmma import WmmaCmd, WmmaResp
-from host.images import pack_struct, unpack_struct
+from tcore.rtl.wmma import Op as _RtlOp
+from tcore.rtl.wmma import WmmaCmd, WmmaResp
+from tcore.host.images import pack_struct, unpack_struct
 
 # The RTL's op codes as plain integers (``rtl.wmma.Op`` is an Amaranth enum of the port).
 Op = enum.IntEnum("Op", {op.name: op.value for op in _RtlOp})

@@ -21,7 +21,7 @@ from amaranth import *
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from numerics import HOPPER
+from tcore.numerics import HOPPER
 
 from .formats import FP16, FP32, Special
 

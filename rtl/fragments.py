@@ -52,7 +52,7 @@ from amaranth import *
 from amaranth.lib import data, enum, memory, wiring
 from amaranth.lib.wiring import In, Out
 
-from numerics import fragments as fl
+from tcore.numerics import fragments as fl
 
 from .replica import replica
 

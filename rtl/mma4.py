@@ -7,8 +7,8 @@ from amaranth import *
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from numerics import ARCHS, HOPPER
-from numerics.formats import INPUT_FORMATS
+from tcore.numerics import ARCHS, HOPPER
+from tcore.numerics.formats import INPUT_FORMATS
 
 from .datapath import (ACC_WIDTH, PAIR_BITS, ADDEND_SHIFT, ADDEND_TERM_BITS, E_WIDTH, EXP_BIAS,
                        GRID, Multiplier, RoundPack, add_cin, addend_shift, coarse, dsp_operands,

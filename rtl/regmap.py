@@ -18,7 +18,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from numerics.formats import INPUT_FORMATS
+from tcore.numerics.formats import INPUT_FORMATS
 
 __all__ = ["Access", "Field", "Register", "REGISTERS", "ErrorCode", "InFormat", "ID_VALUE",
            "VERSION", "ADDR_BITS", "IN_BYTES", "register", "markdown", "c_header"]

@@ -40,7 +40,7 @@ from amaranth import *
 from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from numerics.formats import INPUT_FORMATS
+from tcore.numerics.formats import INPUT_FORMATS
 
 from .axil import AxiLiteRegs
 from .dispenser import TileDispenser

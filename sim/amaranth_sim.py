@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 from amaranth.sim import Simulator
 
-from host.beats import Job, blocks_to_tiles, unpack_outputs
+from tcore.host.beats import Job, blocks_to_tiles, unpack_outputs
 
 __all__ = ["run_job"]
 

@@ -7,8 +7,8 @@ Every backend takes the same arguments as :func:`golden.mma.mma` on tile batches
 
 from __future__ import annotations
 
-from golden.silicon import KERNELS
-from numerics import Op, UnsupportedOp
+from tcore.golden.silicon import KERNELS
+from tcore.numerics import Op, UnsupportedOp
 
 BACKENDS = ("golden", "amaranth", "icarus", "verilator")
 RTL_BACKENDS = ("amaranth", "icarus", "verilator")
@@ -40,14 +40,14 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
     A's stored values (``mma.sp``, FP16/BF16, K a multiple of 32): the golden model's
     :func:`golden.sparse.mma_sp`, the RTL core's sparse beats.
     """
-    from golden import get_arch
+    from tcore.golden import get_arch
 
     arch = get_arch(arch)
     if a_meta is not None:
         return _run_sparse(backend, a, b, c, a_meta, in_fmt=in_fmt, out_fmt=out_fmt, arch=arch,
                            through=through, waves=waves, lanes=lanes)
     if backend == "golden":
-        from golden import mma
+        from tcore.golden import mma
         return mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, arch=arch, instr=instr,
                    saturate=saturate, promote=promote), {}
     if backend not in RTL_BACKENDS:
@@ -79,7 +79,7 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
         if backend == "amaranth":
             raise BackendError("--through soc runs on icarus or verilator (the soc design is "
                                "too large for Amaranth's simulator)")
-        from rtl.designs import LINT_PARAMS
+        from tcore.rtl.designs import LINT_PARAMS
         soc_params = {**LINT_PARAMS["soc"], **({"lanes": lanes} if lanes != 64 else {})}
         try:
             return run_soc(backend, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt,
@@ -108,7 +108,7 @@ def run_tiles(backend: str, a, b, c, *, in_fmt, out_fmt, arch="hopper", through=
 def _run_sparse(backend, values, b, c, a_meta, *, in_fmt, out_fmt, arch, through, waves, lanes):
     """:func:`run_tiles` for a 2:4 sparse A (stored ``values`` and ``a_meta``)."""
     if backend == "golden":
-        from golden.sparse import SparseA, mma_sp
+        from tcore.golden.sparse import SparseA, mma_sp
         sp = SparseA(values, a_meta, b.shape[1], in_fmt)
         return mma_sp(sp, b, c, in_fmt=in_fmt, out_fmt=out_fmt, arch=arch), {}
     if backend not in RTL_BACKENDS:

@@ -59,8 +59,8 @@ def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1, workers: int
     import time
     import ml_dtypes
     import numpy as np
-    from golden import matmul
-    from golden.mma import default_engine
+    from tcore.golden import matmul
+    from tcore.golden.mma import default_engine
 
     if tiles < 1:
         raise BenchError(f"--tiles must be at least 1, not {tiles}")
@@ -136,10 +136,10 @@ def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:
     """
     import time
     import numpy as np
-    from golden import mma
-    from sim.core import run_core
-    from sim.runner import build
-    from sim.core import DEFAULT_PARAMS
+    from tcore.golden import mma
+    from tcore.sim.core import run_core
+    from tcore.sim.runner import build
+    from tcore.sim.core import DEFAULT_PARAMS
 
     tiles = tiles or {"verilator": 256, "icarus": 4, "amaranth": 2}
     rng = np.random.default_rng(seed)
@@ -168,10 +168,10 @@ def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:
 
 def bench_gemm(m=128, n=128, k=128, backend="verilator", seed=1) -> dict:
     """A random FP16 -> FP32 GEMM on the GEMM top: clocks, utilisation, bit-exactness."""
-    from golden.gemm import matmul_t
-    from sim.gemm import run_gemm
+    from tcore.golden.gemm import matmul_t
+    from tcore.sim.gemm import run_gemm
 
-    from sim.operands import random_operands
+    from tcore.sim.operands import random_operands
 
     a, b = random_operands(m, n, k, "fp16", seed)
     d, info = run_gemm(backend, a, b, progress=False)
@@ -189,10 +189,10 @@ def bench_soc(m=64, n=None, k=None, warps=(1, 2, 4, 8), backend="verilator", see
     speed-up over the first (one warp), and the AXI4 read data bus's busy share (R beats
     per clock; the 128-bit bus carries at most one a clock), all in one run.  ``m`` alone
     sets a cube (``bench_soc(256)``: 256x256x256)."""
-    from golden.gemm import matmul_t
-    from sim.soc import run_soc
+    from tcore.golden.gemm import matmul_t
+    from tcore.sim.soc import run_soc
 
-    from sim.operands import random_operands
+    from tcore.sim.operands import random_operands
 
     n, k = n or m, k or m
     a, b = random_operands(m, n, k, "fp16", seed)

@@ -11,7 +11,7 @@ import argparse
 import os
 import sys
 
-from sim.commands import COMMANDS, EXIT_USAGE, CliError
+from tcore.sim.commands import COMMANDS, EXIT_USAGE, CliError
 
 
 def _version() -> str:

@@ -15,8 +15,8 @@ import tempfile
 
 import numpy as np
 
-from rtl.designs import LINT_PARAMS
-from host.beats import Job, save_jobs
+from tcore.rtl.designs import LINT_PARAMS
+from tcore.host.beats import Job, save_jobs
 
 from .runner import build_dir, build_root, keep_waves, run_bench, wave_file
 
@@ -33,9 +33,9 @@ def wmma_words(k: int, esize: int = 2) -> int:
     return (2 * 16 * k * esize + 2 * 16 * 16 * 4) // 16
 
 PATHS = {
-    "core": ("mma4", "tb.mma4_bench", DEFAULT_PARAMS),
-    "player": ("mma4play", "tb.player_bench", LINT_PARAMS["mma4play"]),
-    "wmma": ("wmma", "tb.wmma_bench", {**DEFAULT_PARAMS, "mem_words": WMMA_MEM_WORDS}),
+    "core": ("mma4", "tcore.tb.mma4_bench", DEFAULT_PARAMS),
+    "player": ("mma4play", "tcore.tb.player_bench", LINT_PARAMS["mma4play"]),
+    "wmma": ("wmma", "tcore.tb.wmma_bench", {**DEFAULT_PARAMS, "mem_words": WMMA_MEM_WORDS}),
 }
 
 
@@ -60,7 +60,7 @@ def run_many(through: str, sim: str, batches, *, waves=False, stall: float = 0.0
     saturate[, a_meta]]])``, each of its own K and formats, in ONE simulator run (one start-up,
     one build check); with ``a_meta`` (PTX 2:4 metadata words) ``a`` is a 2:4 sparse A's
     stored values (``--through core``).  Returns a list of ``(d, info)``, one per batch."""
-    from rtl.designs import make
+    from tcore.rtl.designs import make
 
     design, module, default = PATHS[through]
     params = dict(default if params is None else params)
@@ -79,7 +79,7 @@ def run_many(through: str, sim: str, batches, *, waves=False, stall: float = 0.0
         # A 16-bit kind's group is the generation's block (Hopper 16, Ampere 8, Volta 4).
         group = 4
         if in_fmt in ("fp16", "bf16") and params.get("arch", "hopper") != "hopper":
-            from numerics import get_arch
+            from tcore.numerics import get_arch
             group = get_arch(params["arch"]).step("fp16").block // 4
         jobs.append(Job(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, saturate=saturate,
                         group=group, a_meta=a_meta))
@@ -131,13 +131,13 @@ def run_core(sim: str, a, b, c, **kw):
 
 def bench_options(through: str, params: dict | None = None) -> dict:
     """The hand-over options a bench needs to check its design's documented timing."""
-    from rtl.mma4 import MMA4
-    from rtl.wmma import WmmaSequencer
+    from tcore.rtl.mma4 import MMA4
+    from tcore.rtl.wmma import WmmaSequencer
     params = dict(PATHS[through][2] if params is None else params)
     if through == "core":
         # The bench adds the clocks of a group's further slices itself, from ``lanes``.
         return {"latency": MMA4.LATENCY, "lanes": params.get("lanes", 64)}
-    from rtl.formats import InputKind
+    from tcore.rtl.formats import InputKind
     lanes = params.get("lanes", 64)
     return {"mma_cycles": WmmaSequencer.mma_cycles_of(lanes=lanes),
             "mma_cycles_fp8": WmmaSequencer.mma_cycles_of(InputKind.FP8, lanes)}

@@ -223,7 +223,7 @@ def _console(text: str, prefix: str) -> dict:
 
 
 def _build_sim(out: Path, log, lanes: int) -> Path:
-    from sim.runner import design_verilog, setup_path
+    from tcore.sim.runner import design_verilog, setup_path
 
     soc = design_verilog("soc", {"data_width": DW, "lanes": lanes})
     tb = system_verilog(DW)
@@ -258,9 +258,9 @@ def run_cpu_demo(out: Path, *, m: int = 32, n: int = 32, k: int = 32, fmt: str =
     the CPU's ``rdcycle`` around ``tcore_gemm`` and around the software GEMM (the same
     simulation, the same clock); ``speedup``: their ratio."""
     import ml_dtypes
-    from golden import mma
-    from rtl.mma4 import LANES
-    from rtl.regmap import ErrorCode
+    from tcore.golden import mma
+    from tcore.rtl.mma4 import LANES
+    from tcore.rtl.regmap import ErrorCode
 
     for name, v in (("M", m), ("N", n), ("K", k)):
         if v < 16 or v % 16:
@@ -320,7 +320,7 @@ def main(argv=None) -> int:
     import json
     import sys
 
-    p = argparse.ArgumentParser(prog="python -m sim.cpu_demo",
+    p = argparse.ArgumentParser(prog="python -m tcore.sim.cpu_demo",
                                 description="PicoRV32 firmware drives the tcore soc block (Verilator); "
                                             "D is checked against the golden model bit for bit.")
     p.add_argument("--m", type=int, default=32)
@@ -334,7 +334,7 @@ def main(argv=None) -> int:
     p.add_argument("--json", action="store_true", help="last line: one JSON object")
     p.add_argument("-o", default=None, metavar="DIR", help="build folder (default build/cpu-demo)")
     args = p.parse_args(argv)
-    from sim.runner import build_root
+    from tcore.sim.runner import build_root
     out = Path(args.o) if args.o else build_root() / "cpu-demo"
     try:
         r = run_cpu_demo(out, m=args.m, n=args.n, k=args.k, fmt=args.format, seed=args.seed,

@@ -114,27 +114,27 @@ def _failed(out: str, il: Path) -> list:
 
 
 def _axil():
-    from tb.axil_formal import AxiLiteHarness
+    from tcore.tb.axil_formal import AxiLiteHarness
     return AxiLiteHarness()
 
 
 def _axi_master():
-    from tb.axi_master_formal import AxiMasterHarness
+    from tcore.tb.axi_master_formal import AxiMasterHarness
     return AxiMasterHarness()
 
 
 def _mma4():
-    from tb.mma4_formal import harness
+    from tcore.tb.mma4_formal import harness
     return harness()
 
 
 def _mma4_noskid():
-    from tb.mma4_formal import harness
+    from tcore.tb.mma4_formal import harness
     return harness(skid=False)
 
 
 def _mma4_depth():
-    from tb.mma4_formal import DEPTH
+    from tcore.tb.mma4_formal import DEPTH
     return DEPTH
 
 

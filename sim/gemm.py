@@ -15,9 +15,9 @@ import time
 
 import numpy as np
 
-from golden.gemm import check_gemm, matmul_t
-from numerics import Op
-from rtl.designs import LINT_PARAMS
+from tcore.golden.gemm import check_gemm, matmul_t
+from tcore.numerics import Op
+from tcore.rtl.designs import LINT_PARAMS
 
 from .runner import SimError, build_dir, build_root, keep_waves, run_bench, wave_file
 
@@ -73,7 +73,7 @@ def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, s
     if not 1 <= cores <= 8:
         raise ValueError(f"--cores must be 1 to 8, not {cores}")
     if backend == "golden":
-        from golden import mma
+        from tcore.golden import mma
         t = time.perf_counter()
         d = mma(a, b, np.zeros((m, n), op.acc_bits), op=op)
         # A beat is 4 x 4 x beat_k FMA.
@@ -111,8 +111,8 @@ def run_sparse_gemm(backend: str, sp, b, *, out_fmt="fp32", cores=1, lanes=64, w
     (K x N bits) on ``backend`` ("golden", "icarus", "verilator"): matmulT on the GEMM top,
     each K step one ``mma.sp`` k32; the golden model is :func:`golden.sparse.mma_sp` with C = 0.
     ``beats`` are sparse core beats (128 logical FMA each)."""
-    from golden.sparse import mma_sp
-    from host.images import sparse_image, sparse_layout
+    from tcore.golden.sparse import mma_sp
+    from tcore.host.images import sparse_image, sparse_layout
 
     m, k = sp.shape
     n = b.shape[1]
@@ -149,7 +149,7 @@ def _gemm_top(backend, params, img, job, mn, waves, progress, label):
     """Run ``job`` on the ``gemm`` design with memory image ``img``; D and the info dict
     (cycles, beats, sim_s, and the kept waveform, named ``label`` unless ``waves`` names it)."""
     m, n = mn
-    r = _run_design(backend, "gemm", "tb.gemm_bench", params, img, job, (m // 16) * (n // 16),
+    r = _run_design(backend, "gemm", "tcore.tb.gemm_bench", params, img, job, (m // 16) * (n // 16),
                     waves=waves, progress=progress)
     info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "sim_s": float(r["sim_s"])}
     if waves:
@@ -159,7 +159,7 @@ def _gemm_top(backend, params, img, job, mn, waves, progress, label):
 
 
 def _check_tiles(m, n, k):
-    from rtl.gemm import TILE_BITS
+    from tcore.rtl.gemm import TILE_BITS
     limit = ((1 << TILE_BITS) - 1) * 16
     if max(m, n, k) > limit:
         raise ValueError(f"M, N and K must be at most {limit} ({(1 << TILE_BITS) - 1} tiles)")
@@ -169,7 +169,7 @@ def _run_design(backend, design, module, params, image, job: dict, tiles, *, wav
                 test="job", options=None):
     """Run ``module``'s ``job`` test on ``design`` with the memory preloaded with ``image``
     (bytes) and ``job`` saved for the bench; show a progress bar; return the bench's results."""
-    from host.images import write_memh
+    from tcore.host.images import write_memh
 
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
@@ -214,8 +214,8 @@ def _run_design(backend, design, module, params, image, job: dict, tiles, *, wav
 def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, cores=1, lanes=64):
     """Run ``tb.fp4_bench.reset_midrun`` on the quantised GEMM: reset ``reset_at`` clocks after
     start, then the whole job again, checked against :func:`golden.nvfp4.gemm`."""
-    from golden import nvfp4
-    from host.images import fp4_image
+    from tcore.golden import nvfp4
+    from tcore.host.images import fp4_image
 
     m, k = qa.codes.shape
     n = qbt.codes.shape[0]
@@ -223,7 +223,7 @@ def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, cores=1, lanes=64):
     job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()},
            "want": nvfp4.gemm(qa, qbt)}
     params = gemm_params(cores, mem_words_for(img.size // 16), lanes)
-    _run_design(backend, "fp4gemm", "tb.fp4_bench", params, img, job,
+    _run_design(backend, "fp4gemm", "tcore.tb.fp4_bench", params, img, job,
                 (m // 16) * (n // 16), waves=False, progress=False, test="reset_midrun",
                 options={"reset_at": reset_at})
 
@@ -234,7 +234,7 @@ def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, lanes=64, waves=False, progr
     tensor scales (:class:`rtl.nvfp4.Fp4GemmTop`, its cores of ``lanes`` multipliers); the
     golden model is :func:`golden.nvfp4.gemm`.
     """
-    from golden import nvfp4
+    from tcore.golden import nvfp4
 
     m, k = qa.codes.shape
     n = qbt.codes.shape[0]
@@ -247,14 +247,14 @@ def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, lanes=64, waves=False, progr
         raise ValueError(f"NVFP4/MXFP4 GEMMs run on golden, icarus or verilator, not {backend!r} "
                          "(the fp4gemm design is too large for Amaranth's simulator)")
     _check_tiles(m, n, k)
-    from host.images import fp4_image
+    from tcore.host.images import fp4_image
     img, cfg, fcfg = fp4_image(qa, qbt)
     try:
         params = gemm_params(cores, mem_words_for(img.size // 16), lanes)
     except ValueError as e:
         raise ValueError(f"a {m}x{k}x{n} {qa.fmt} GEMM {e}") from None
     job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()}}
-    r = _run_design(backend, "fp4gemm", "tb.fp4_bench", params, img, job, (m // 16) * (n // 16),
+    r = _run_design(backend, "fp4gemm", "tcore.tb.fp4_bench", params, img, job, (m // 16) * (n // 16),
                     waves=waves, progress=progress)
     info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "gemm_cycles": int(r["gemm_cycles"]),
             "sim_s": float(r["sim_s"])}
@@ -268,9 +268,9 @@ def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, lanes=64, waves=False, progr
 def _run_amaranth(a, b, in_fmt, out_fmt, params):
     from amaranth.sim import Simulator
 
-    from rtl.gemm import GemmTop
-    from host.images import clock_budget, gemm_layout as layout
-    from host.wmma_model import bytes_of, words_of
+    from tcore.rtl.gemm import GemmTop
+    from tcore.host.images import clock_budget, gemm_layout as layout
+    from tcore.host.wmma_model import bytes_of, words_of
 
     m, k = a.shape
     n = b.shape[1]

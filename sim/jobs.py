@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from numerics import Op
-from numerics.formats import INPUT_FORMATS
+from tcore.numerics import Op
+from tcore.numerics.formats import INPUT_FORMATS
 
 __all__ = ["GemmJob", "GemmResult", "GemmError", "run_job", "FILE_KINDS", "lowprec_formats",
            "format_choices", "FP4_FORMATS", "ACCUMULATORS"]
@@ -143,13 +143,13 @@ def run_job(job: GemmJob, mma: Callable | None = None) -> GemmResult:
     if job.sparse:
         return _run_sparse(job)
     if mma is None:
-        from golden import mma
+        from tcore.golden import mma
     return _run_fp16(job, mma)
 
 
 def _simulate(run, *args, **kw):
     """``run(*args, **kw)`` (a ``sim.gemm`` runner), its errors as GemmError."""
-    from sim.runner import SimError
+    from tcore.sim.runner import SimError
     try:
         return run(*args, **kw)
     except (SimError, ValueError) as e:    # ValueError: the runner's refusals (size, memory)
@@ -159,7 +159,7 @@ def _simulate(run, *args, **kw):
 def _max_error(d, out_fmt, exact) -> float:
     """max |D - exact|, NaN where D is NaN everywhere."""
     import numpy as np
-    from golden.formats import to_float
+    from tcore.golden.formats import to_float
     with np.errstate(invalid="ignore"):
         diff = np.abs(to_float(d, out_fmt) - exact)
     return float(np.nanmax(diff)) if not np.isnan(diff).all() else float("nan")
@@ -168,8 +168,8 @@ def _max_error(d, out_fmt, exact) -> float:
 def _run_fp16(job: GemmJob, mma) -> GemmResult:
     """FP16/BF16 inputs: the GEMM top's matmulT, or ``mma`` (golden backend, C too)."""
     import numpy as np
-    from golden.formats import to_float
-    from sim.gemm import run_gemm
+    from tcore.golden.formats import to_float
+    from tcore.sim.gemm import run_gemm
 
     op = job.op
     in_fmt, out_fmt = op.a, op.acc
@@ -198,9 +198,9 @@ def _run_sparse(job: GemmJob) -> GemmResult:
     compressed; matmulT on the GEMM top in ``mma.sp`` k32 steps, or the golden model.  The
     error is against the float64 product of the pruned A and B."""
     import numpy as np
-    from golden.formats import to_float
-    from golden.sparse import compress, mma_sp
-    from sim.gemm import run_sparse_gemm
+    from tcore.golden.formats import to_float
+    from tcore.golden.sparse import compress, mma_sp
+    from tcore.sim.gemm import run_sparse_gemm
 
     op = job.op
     in_fmt, out_fmt = op.a, op.acc
@@ -221,9 +221,9 @@ def _run_lowprec(job: GemmJob) -> GemmResult:
     """TF32, FP8 and INT8 inputs: random operands, matmulT on the GEMM top (B in the TN
     layout); the error against the float64 (INT8: the exact integer) product."""
     import numpy as np
-    from golden import mma
-    from golden.formats import to_float
-    from sim.gemm import run_gemm
+    from tcore.golden import mma
+    from tcore.golden.formats import to_float
+    from tcore.sim.gemm import run_gemm
 
     op = job.op
     a, b = op.random_operands(job.m, job.n, job.k, job.seed)
@@ -245,9 +245,9 @@ def _run_fp4(job: GemmJob) -> GemmResult:
     GEMM (the ``fp4gemm`` design, or ``golden.nvfp4.gemm``); the error is what 4 bits cost
     against the float64 product of the unquantised inputs."""
     import numpy as np
-    from golden import nvfp4
-    from sim.gemm import run_fp4_gemm
-    from sim.operands import fp4_operands
+    from tcore.golden import nvfp4
+    from tcore.sim.gemm import run_fp4_gemm
+    from tcore.sim.operands import fp4_operands
 
     a, b = fp4_operands(job.m, job.n, job.k, job.seed)
     qa, qbt = nvfp4.quantize(a, job.format), nvfp4.quantize(np.ascontiguousarray(b.T), job.format)

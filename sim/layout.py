@@ -18,8 +18,8 @@ import tempfile
 
 from amaranth.sim import Simulator
 
-from numerics.fragments import SHAPES, dims
-from rtl.fragments import ACCUMULATOR, LANES, MATRIX_A, MATRIX_B, FragmentBank, Shape
+from tcore.numerics.fragments import SHAPES, dims
+from tcore.rtl.fragments import ACCUMULATOR, LANES, MATRIX_A, MATRIX_B, FragmentBank, Shape
 
 __all__ = ["rtl_layout", "HEADINGS", "SHAPES", "NOTE"]
 

@@ -42,15 +42,15 @@ def _lint_job(job) -> tuple[str, str]:
 def _lint_board() -> str:
     """The board top as the simulated board builds it (its firmware compiled), with
     PicoRV32's Verilog beside it (not ours: its file is waived whole)."""
-    from sim.board.boards import BoardBuild, board_of
-    from sim.board.simulate import sim_source
+    from tcore.sim.board.boards import BoardBuild, board_of
+    from tcore.sim.board.simulate import sim_source
     path, extra = sim_source(BoardBuild(board_of("ulx3s-85f"), sim=True))()
     return lint_file(path, "board", [PICORV32_WAIVER, *extra])
 
 
 def main() -> int:
     from concurrent.futures import ProcessPoolExecutor
-    from rtl.designs import DESIGNS, LINT_PARAMS
+    from tcore.rtl.designs import DESIGNS, LINT_PARAMS
     jobs = [(name, name, LINT_PARAMS[name], ()) for name in sorted(DESIGNS)]
     # The variant tcore synth builds: MULT18X18D instances instead of *.
     jobs.append(("mma4 (dsp=ecp5)", "mma4", {"dsp": "ecp5"}, (MULT18X18D,)))

@@ -20,14 +20,14 @@ class OperandError(ValueError):
 def random_operands(m, n, k, fmt, seed):
     """Random A (M, K) and B (K, N) bits of input format ``fmt`` (B of its default partner):
     :meth:`numerics.Op.random_operands`."""
-    from numerics import Op
+    from tcore.numerics import Op
     return Op(fmt).random_operands(m, n, k, seed)
 
 
 def lowprec_operands(m, n, k, in_fmt, b_fmt, seed):
     """Random A (M, K) and B (K, N) bits of ``in_fmt`` and ``b_fmt``:
     :meth:`numerics.Op.random_operands`."""
-    from numerics import Op
+    from tcore.numerics import Op
     return Op(in_fmt, b_fmt).random_operands(m, n, k, seed)
 
 

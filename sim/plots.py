@@ -85,8 +85,8 @@ def accumulation_errors(ks=ACC_KS, m: int = 32, n: int = 32, seed: int = 1):
 
     Returns ``{distribution: {"fp16": [...], "fp32": [...]}}`` in the order of ``ks``.
     """
-    from golden.formats import to_float
-    from golden.gemm import matmul_t
+    from tcore.golden.formats import to_float
+    from tcore.golden.gemm import matmul_t
 
     rng = np.random.default_rng(seed)
     out = {}
@@ -134,7 +134,7 @@ def fp8_accumulation_errors(ks=FP8_KS, m: int = 64, n: int = 64, seed: int = 1):
     FP16 -> FP32 chain.  Returns ``{distribution: {method: [...]}}`` in the order of ``ks``.
     """
     import ml_dtypes
-    from golden import matmul
+    from tcore.golden import matmul
 
     rng = np.random.default_rng(seed)
     out = {}
@@ -191,8 +191,8 @@ def sparse_errors(ks=SPARSE_KS, m: int = 64, n: int = 64, seed: int = 1):
 
     Returns ``{distribution: {"sparse": [...], "dense": [...]}}`` in the order of ``ks``.
     """
-    from golden import matmul
-    from golden.sparse import compress, cslt_mm, prune_24
+    from tcore.golden import matmul
+    from tcore.golden.sparse import compress, cslt_mm, prune_24
 
     rng = np.random.default_rng(seed)
     out = {}

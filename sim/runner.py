@@ -119,7 +119,7 @@ def verilog_for(design: str, params: dict, say=None) -> Path:
     ``say`` (a callable taking a line) hears when the Verilog is regenerated and how long
     Amaranth took: about a minute for the GEMM tops.
     """
-    from rtl.designs import parameters, to_verilog
+    from tcore.rtl.designs import parameters, to_verilog
 
     # A parameter given at its default value is the same design: one file, one elaboration.
     defaults = parameters(design)
@@ -152,7 +152,7 @@ def design_verilog(design: str, params: dict) -> str:
     (:func:`rtl.designs.port_header`, naming ``params``) and the cached text of
     :func:`verilog_for`."""
     from amaranth.hdl import UnusedElaboratable
-    from rtl.designs import make, port_header
+    from tcore.rtl.designs import make, port_header
     # The header reads the ports of a top built for it alone: it is never elaborated (the
     # cached Verilog is), and Amaranth would warn about it and each of its parts when it goes.
     warnings.filterwarnings("ignore", category=UnusedElaboratable)
@@ -511,7 +511,7 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
     say = _journal(say or (lambda line: None))
     bdir = build_dir(sim, design, params, waves)
     with _lock(build_root() / f".{bdir.name}.lock"):
-        from rtl.designs import bench_memory
+        from tcore.rtl.designs import bench_memory
         extra = []
         if source is None:
             src = sim_verilog(verilog_for(design, params, say), sim, bench_memory(design))
@@ -612,7 +612,7 @@ def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None,
     results XML.  Raises SimError unless every named test ran exactly once and passed (with
     None: unless at least one test ran and none failed or was skipped).
     """
-    from host.handover import ENV, Handover
+    from tcore.host.handover import ENV, Handover
 
     waves = bool(waves)             # True, or a caller's name for the waveform
     params = dict(params or {})
@@ -634,7 +634,10 @@ def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None,
     hand = bdir / f"handover-{results.stem}.json"
     Handover(design=design, params=params, options=dict(options or {}), **files).save(hand)
     scratch.append(hand)
-    extra = {"PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]),
+    # Where ``import tcore`` finds this copy: the checkout's root, or the wheel's site-packages.
+    import tcore
+    extra = {"PYTHONPATH": os.pathsep.join([str(Path(tcore.__file__).resolve().parent.parent),
+                                            os.environ.get("PYTHONPATH", "")]),
              "COCOTB_LOG_LEVEL": os.environ.get("COCOTB_LOG_LEVEL", "WARNING" if quiet else "INFO"),
              ENV: str(hand)}
     extra.update(env or {})

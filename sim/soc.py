@@ -9,7 +9,7 @@ import tempfile
 
 import numpy as np
 
-from numerics.formats import INPUT_FORMATS
+from tcore.numerics.formats import INPUT_FORMATS
 
 from .runner import SimError, build_dir, build_root, keep_waves, run_bench, wave_file
 
@@ -27,8 +27,8 @@ def run_soc(backend: str, a, b, c=None, *, in_fmt="fp16", out_fmt="fp32", b_fmt=
     channel pauses in a clock (0: none, the fastest).  Returns D and a dict with ``cycles``
     (the CYCLES registers, summed over a batch) and ``sim_s``.
     """
-    from rtl.designs import LINT_PARAMS
-    from rtl.regmap import ErrorCode
+    from tcore.rtl.designs import LINT_PARAMS
+    from tcore.rtl.regmap import ErrorCode
 
     if backend not in ("verilator", "icarus"):
         raise ValueError(f"the soc design runs on verilator or icarus, not {backend!r}")
@@ -51,7 +51,7 @@ def run_soc(backend: str, a, b, c=None, *, in_fmt="fp16", out_fmt="fp32", b_fmt=
         jpath, rpath = os.path.join(tmp, "job.npz"), os.path.join(tmp, "result.npz")
         np.savez(jpath, a=a, b=b, c=c, in_fmt=in_fmt, b_fmt=b_fmt or "", acc_f16=acc_f16,
                  c_given=c_given, sat=bool(saturate))
-        run_bench(backend, "soc", "tb.soc_bench", "job", params=params,
+        run_bench(backend, "soc", "tcore.tb.soc_bench", "job", params=params,
                   options={"pause": pause}, files=dict(job=jpath, result=rpath), waves=waves,
                   quiet=True)
         with np.load(rpath) as r:

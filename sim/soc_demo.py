@@ -32,7 +32,7 @@ class DemoError(RuntimeError):
 
 def testbench(data_width: int = 128, addr_width: int = 32) -> str:
     """The Verilog of ``tb_soc`` for a ``soc`` built with these widths."""
-    from rtl.regmap import REGISTERS
+    from tcore.rtl.regmap import REGISTERS
     reg = {r.name: r.offset for r in REGISTERS}
     wb = data_width // 8
     words = MEM_BYTES // wb
@@ -270,8 +270,8 @@ def run_demo(out: Path, *, sim: str = "icarus", m: int = 32, n: int = 32, k: int
     """Generate the soc Verilog, the testbench and the operands in ``out``, run them on ``sim``
     (icarus or verilator), and compare D with the golden model."""
     import ml_dtypes
-    from golden import mma
-    from sim.runner import design_verilog, icarus_text
+    from tcore.golden import mma
+    from tcore.sim.runner import design_verilog, icarus_text
 
     for name, v in (("M", m), ("N", n), ("K", k)):
         if v < 16 or v % 16:
@@ -298,7 +298,7 @@ def run_demo(out: Path, *, sim: str = "icarus", m: int = 32, n: int = 32, k: int
         build = ["iverilog", "-g2005", "-o", "tb_soc", "tb_soc.v", "soc.v"]
         run = ["vvp", "-n", "tb_soc", *args]
     elif sim == "verilator":
-        from sim.runner import setup_path
+        from tcore.sim.runner import setup_path
         setup_path()
         build = ["verilator", "--binary", "--timing", "-Wno-fatal", "-Wno-lint", "-Wno-style",
                  "-O1", "-CFLAGS", "-fcoroutines", "--top-module", "tb_soc", "tb_soc.v", "soc.v",
@@ -332,7 +332,7 @@ def main(argv=None) -> int:
     import argparse
     import sys
 
-    p = argparse.ArgumentParser(prog="python -m sim.soc_demo",
+    p = argparse.ArgumentParser(prog="python -m tcore.sim.soc_demo",
                                 description="Run the plain Verilog testbench of the soc design "
                                             "(no cocotb) and check D against the golden model.")
     p.add_argument("--sim", default="icarus", choices=["icarus", "verilator"])
@@ -345,7 +345,7 @@ def main(argv=None) -> int:
     p.add_argument("-o", default=None, metavar="DIR",
                    help="where the Verilog, hex files and D go (default: build/soc-demo)")
     args = p.parse_args(argv)
-    from sim.runner import build_root
+    from tcore.sim.runner import build_root
     out = Path(args.o) if args.o else build_root() / "soc-demo"
     try:
         r = run_demo(out, sim=args.sim, m=args.m, n=args.n, k=args.k, fmt=args.format,

@@ -33,8 +33,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from rtl.designs import SYNTH_PARAMS      # the parameters each design is placed with
-from rtl.replica import REPLICA_ATTR   # the attribute whose registers stay apart
+from tcore.rtl.designs import SYNTH_PARAMS      # the parameters each design is placed with
+from tcore.rtl.replica import REPLICA_ATTR   # the attribute whose registers stay apart
 
 from .runner import _param_tag, build_root
 from .runner import digest as _digest
@@ -436,7 +436,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     GEMM top it leaves router1 far less wire to find than HeAP) or ``heap`` (HeAP, nextpnr's
     own default).
     """
-    from rtl.designs import DESIGNS, to_verilog
+    from tcore.rtl.designs import DESIGNS, to_verilog
 
     if design not in DESIGNS:
         raise SynthError(f"Design must be one of {', '.join(sorted(DESIGNS))}, not {design!r}")
@@ -592,6 +592,6 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         if k in best:
             result[k] = best[k]
     if design == "mma4":
-        from rtl.mma4 import MMA4
+        from tcore.rtl.mma4 import MMA4
         result["latency_clocks"] = MMA4.latency_of(lanes=params.get("lanes", 64))
     return result

@@ -35,8 +35,8 @@ from amaranth.hdl import Assert, Assume
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-from rtl.soc import TileDma
-from tb.formal_rules import held_until_ready, past as _past
+from tcore.rtl.soc import TileDma
+from tcore.tb.formal_rules import held_until_ready, past as _past
 
 __all__ = ["AxiMasterHarness", "shipped", "SHIPPED_DEPTH"]
 

@@ -13,10 +13,10 @@ import cocotb
 from cocotb.triggers import ClockCycles, Combine, FallingEdge, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiLiteBus, AxiLiteMaster, AxiResp
 
-from rtl.axil import field_port
-from rtl.regmap import REGISTERS, Access, register
-from host.handover import handover
-from tb.common import pause_channels, start
+from tcore.rtl.axil import field_port
+from tcore.rtl.regmap import REGISTERS, Access, register
+from tcore.host.handover import handover
+from tcore.tb.common import pause_channels, start
 
 TIMEOUT_US = 200          # no transaction of these tests takes near that: a hang fails
 

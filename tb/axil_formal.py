@@ -28,9 +28,9 @@ from amaranth.hdl import Assert, Assume
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In
 
-from rtl.axil import AxiLiteRegs, AxiLiteSignature
-from rtl.regmap import ADDR_BITS
-from tb.formal_rules import held_until_ready, past as _past
+from tcore.rtl.axil import AxiLiteRegs, AxiLiteSignature
+from tcore.rtl.regmap import ADDR_BITS
+from tcore.tb.formal_rules import held_until_ready, past as _past
 
 __all__ = ["AxiLiteHarness"]
 

@@ -14,8 +14,8 @@ import cocotb
 from cocotb.triggers import FallingEdge, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiBus, AxiMaster
 
-from host.handover import handover
-from tb.common import pause_channels, start
+from tcore.host.handover import handover
+from tcore.tb.common import pause_channels, start
 
 WORD = 16                      # bytes in a memory word
 

@@ -22,8 +22,8 @@ from pathlib import Path
 import cocotb
 from cocotb.triggers import Event, FallingEdge, Timer
 
-from host.handover import handover
-from tb.common import CLOCK_NS, start
+from tcore.host.handover import handover
+from tcore.tb.common import CLOCK_NS, start
 
 
 class LineBridge:

@@ -19,12 +19,12 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge
 
-from golden.nvfp4 import decode_elements
-from rtl.nvfp4 import Fp4Config
-from tb.gemm_driver import GemmRunner
-from host.handover import handover
-from host.images import fcfg_word, fp4_extra_clocks, struct_fields
-from tb.common import clock, reset
+from tcore.golden.nvfp4 import decode_elements
+from tcore.rtl.nvfp4 import Fp4Config
+from tcore.tb.gemm_driver import GemmRunner
+from tcore.host.handover import handover
+from tcore.host.images import fcfg_word, fp4_extra_clocks, struct_fields
+from tcore.tb.common import clock, reset
 
 
 

@@ -27,10 +27,10 @@ import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge
 
-from golden.wmma import Fragment, fill_fragment, load_matrix_sync, store_matrix_sync
-from numerics.fragments import KINDS
-from host.handover import handover
-from tb.common import start
+from tcore.golden.wmma import Fragment, fill_fragment, load_matrix_sync, store_matrix_sync
+from tcore.numerics.fragments import KINDS
+from tcore.host.handover import handover
+from tcore.tb.common import start
 
 MEM_BYTES = 8192
 KIND = {name: i for i, name in enumerate(KINDS)}

@@ -24,12 +24,12 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ClockCycles, RisingEdge
 
-from golden.gemm import matmul_t
-from tb import memh
-from tb.gemm_driver import GemmRunner, random_operands
-from host.handover import handover
-from host.images import gemm_layout as layout
-from tb.common import reset
+from tcore.golden.gemm import matmul_t
+from tcore.tb import memh
+from tcore.tb.gemm_driver import GemmRunner, random_operands
+from tcore.host.handover import handover
+from tcore.host.images import gemm_layout as layout
+from tcore.tb.common import reset
 
 @cocotb.test()
 async def job(dut):

@@ -7,10 +7,10 @@ from __future__ import annotations
 import numpy as np
 from cocotb.triggers import RisingEdge, Timer
 
-from tb import memh
-from host.handover import handover
-from host.images import cfg_word, clock_budget, gemm_layout, sparse_layout
-from tb.common import CLOCK_NS, start
+from tcore.tb import memh
+from tcore.host.handover import handover
+from tcore.host.images import cfg_word, clock_budget, gemm_layout, sparse_layout
+from tcore.tb.common import CLOCK_NS, start
 
 __all__ = ["CLOCK_NS", "GemmRunner", "random_operands"]
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 import numpy as np
 from cocotb.triggers import Timer
 
-from host.handover import handover
-from host.images import read_memh, read_memh_words, write_memh, write_memh_words
+from tcore.host.handover import handover
+from tcore.host.images import read_memh, read_memh_words, write_memh, write_memh_words
 
 __all__ = ["write_memh", "read_memh", "load", "dump", "load_words", "dump_words"]
 

@@ -28,11 +28,11 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from golden import mma, mma4
-from golden.mma import instr_of
-from host.beats import Job, Mode, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
-from host.handover import handover
-from tb.common import StreamDriver, StreamMonitor, start
+from tcore.golden import mma, mma4
+from tcore.golden.mma import instr_of
+from tcore.host.beats import Job, Mode, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
+from tcore.host.handover import handover
+from tcore.tb.common import StreamDriver, StreamMonitor, start
 
 class Harness:
     """Clock, reset and the per-cycle loop that steps driver and monitor together."""

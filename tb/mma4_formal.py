@@ -33,9 +33,9 @@ from amaranth.hdl import Assert, Assume
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from rtl.datapath import RoundPack
-from rtl.formats import InputKind, Mode
-from rtl.mma4 import MAX_BEATS, MAX_PASSES, MMA4
+from tcore.rtl.datapath import RoundPack
+from tcore.rtl.formats import InputKind, Mode
+from tcore.rtl.mma4 import MAX_BEATS, MAX_PASSES, MMA4
 
 __all__ = ["MMA4Control", "StreamCheck", "DEPTH", "harness"]
 

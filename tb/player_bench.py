@@ -18,11 +18,11 @@ import numpy as np
 from cocotb.triggers import RisingEdge, with_timeout
 from cocotb.utils import get_sim_time
 
-from rtl.player import WORD_BITS
-from tb import memh
-from host.beats import blocks_to_tiles, load_jobs, unpack_outputs
-from host.handover import handover
-from tb.common import CLOCK_NS, start
+from tcore.rtl.player import WORD_BITS
+from tcore.tb import memh
+from tcore.host.beats import blocks_to_tiles, load_jobs, unpack_outputs
+from tcore.host.handover import handover
+from tcore.tb.common import CLOCK_NS, start
 
 D_MASK = (1 << 512) - 1
 

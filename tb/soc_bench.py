@@ -23,11 +23,11 @@ import numpy as np
 from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiResp, AxiSlave
 
-from golden import mma
-from golden.mma import instr_of
-from rtl.regmap import IN_BYTES, REGISTERS, ErrorCode, InFormat, register
-from host.handover import handover
-from tb.common import pause_channels, start
+from tcore.golden import mma
+from tcore.golden.mma import instr_of
+from tcore.rtl.regmap import IN_BYTES, REGISTERS, ErrorCode, InFormat, register
+from tcore.host.handover import handover
+from tcore.tb.common import pause_channels, start
 
 REG = {r.name: r.offset for r in REGISTERS}
 #: golden input format name -> FORMAT.in_fmt

@@ -14,8 +14,8 @@ import random
 import cocotb
 from cocotb.triggers import ClockCycles, FallingEdge, ReadOnly, RisingEdge, Timer, with_timeout
 
-from host.handover import handover
-from tb.common import CLOCK_NS, start
+from tcore.host.handover import handover
+from tcore.tb.common import CLOCK_NS, start
 
 
 class Line:

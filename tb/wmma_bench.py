@@ -33,17 +33,17 @@ import cocotb
 import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
-from golden import mma
-from golden.wmma import Fragment, load_matrix_sync, mma_sync, store_matrix_sync
-from numerics.formats import INPUT_FORMATS
-from numerics.fragments import SHAPES
-from host.beats import load_jobs
-from host.handover import handover
-from host.images import unpack_struct
-from host.wmma_model import Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
-from rtl.wmma import WmmaCmd
-from tb import memh
-from tb.common import StreamDriver, StreamMonitor, reset, start
+from tcore.golden import mma
+from tcore.golden.wmma import Fragment, load_matrix_sync, mma_sync, store_matrix_sync
+from tcore.numerics.formats import INPUT_FORMATS
+from tcore.numerics.fragments import SHAPES
+from tcore.host.beats import load_jobs
+from tcore.host.handover import handover
+from tcore.host.images import unpack_struct
+from tcore.host.wmma_model import Op, bytes_of, cmd_word, get_matrix, put_matrix, resp_fields, words_of
+from tcore.rtl.wmma import WmmaCmd
+from tcore.tb import memh
+from tcore.tb.common import StreamDriver, StreamMonitor, reset, start
 
 
 

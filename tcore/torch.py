@@ -49,9 +49,9 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-import golden
-from golden import cublas as gcublas
-from golden import sparse as gsparse
+from tcore import golden
+from tcore.golden import cublas as gcublas
+from tcore.golden import sparse as gsparse
 
 __all__ = ["emulate", "Unsupported", "ARCHS", "UNMODELLED", "mm", "matmul", "bmm", "addmm",
            "baddbmm", "linear", "scaled_mm", "int_mm", "sparse_mm", "prune_24", "tf32_allowed",

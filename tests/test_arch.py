@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from golden import mma
+from tcore.golden import mma
 
 ONE, TWO_M23 = 0x3C00, 0x0002           # FP16 1.0 and 2**-23 (subnormal)
 C = np.uint32(0x3F800001)               # FP32 1 + 2**-23

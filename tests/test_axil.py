@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from rtl.regmap import REGISTERS, markdown
-from sim.cli import main
-from sim.runner import run_bench
+from tcore.rtl.regmap import REGISTERS, markdown
+from tcore.sim.cli import main
+from tcore.sim.runner import run_bench
 
 TESTS = ["reset_values_and_constants", "rw_registers_and_strobes", "engine_inputs_read_back",
          "start_pulses_once_and_done_is_sticky", "unmapped_addresses_answer_slverr",
@@ -17,7 +17,7 @@ DOC = Path(__file__).resolve().parent.parent / "docs" / "registers.md"
 
 @pytest.mark.parametrize("sim", ["verilator", "icarus"])
 def test_axil_bench(sim):
-    run_bench(sim, "axilregs", "tb.axil_bench", TESTS, params={}, quiet=True)
+    run_bench(sim, "axilregs", "tcore.tb.axil_bench", TESTS, params={}, quiet=True)
 
 
 def test_register_document_matches_the_map(tmp_path, capsys):

@@ -8,8 +8,8 @@ import struct
 import numpy as np
 import pytest
 
-from sim.board import protocol as P
-from sim.board.boards import BOARDS, BoardBuild, board_of
+from tcore.sim.board import protocol as P
+from tcore.sim.board.boards import BOARDS, BoardBuild, board_of
 
 HAVE_GCC = shutil.which("riscv64-unknown-elf-gcc") is not None
 needs_gcc = pytest.mark.skipif(not HAVE_GCC, reason="gcc-riscv64-unknown-elf not installed")
@@ -19,7 +19,7 @@ needs_gcc = pytest.mark.skipif(not HAVE_GCC, reason="gcc-riscv64-unknown-elf not
 
 def test_committed_board_header_is_the_generated_one():
     from pathlib import Path
-    from sim.board.firmware import header_text
+    from tcore.sim.board.firmware import header_text
     root = Path(__file__).resolve().parent.parent
     assert (root / "sw/include/tcore_board.h").read_text() == header_text()
 
@@ -37,7 +37,7 @@ def test_frames_carry_crc32_of_type_length_and_payload():
 
 @pytest.mark.parametrize("f_in, f_out", [(25e6, 62.5e6), (25e6, 100e6), (100e6, 75e6), (48e6, 60e6)])
 def test_pll_settings_keep_the_ecp5_ranges(f_in, f_out):
-    from rtl.board import pll_config
+    from tcore.rtl.board import pll_config
     cfg = pll_config(f_in, f_out)
     pfd = f_in / cfg["CLKI_DIV"]
     out = pfd * cfg["CLKFB_DIV"]
@@ -46,13 +46,13 @@ def test_pll_settings_keep_the_ecp5_ranges(f_in, f_out):
 
 
 def test_pll_refuses_what_it_cannot_make():
-    from rtl.board import pll_config
+    from tcore.rtl.board import pll_config
     with pytest.raises(ValueError, match="no ECP5 PLL setting"):
         pll_config(25e6, 1e9)
 
 
 def test_uart_divisor_and_refusals():
-    from rtl.uart import divisor_of
+    from tcore.rtl.uart import divisor_of
     assert divisor_of(50e6, 115200) == 434
     with pytest.raises(ValueError, match="at least 4"):
         divisor_of(10e6, 3_000_000)
@@ -66,7 +66,7 @@ def test_each_board_plan_has_its_pins_and_clock(name):
     """Amaranth's platform makes the build plan: the UART, LED and clock pins of the board are
     in the LPF, the PLL is in the netlist, the PLL's output is constrained."""
     pytest.importorskip("amaranth_boards")
-    from rtl.board import BoardChip, BoardTop
+    from tcore.rtl.board import BoardChip, BoardTop
     board = board_of(name)
     build = BoardBuild(board)
     platform = board.make_platform()
@@ -79,7 +79,7 @@ def test_each_board_plan_has_its_pins_and_clock(name):
 
 
 def test_board_build_options_refused_in_one_line():
-    from sim.board.boards import BoardError
+    from tcore.sim.board.boards import BoardError
     with pytest.raises(BoardError, match="--lanes must be"):
         BoardBuild(board_of("ulx3s-85f"), lanes=8)
     with pytest.raises(BoardError, match="unknown board"):
@@ -92,7 +92,7 @@ def test_board_build_options_refused_in_one_line():
 def test_selftest_operands_are_the_firmwares():
     """The firmware's expected D is the golden model's on the operands the Python mirror of its
     generator draws; the mirror's first words are the xorshift32 sequence of the seed."""
-    from sim.board.firmware import SELFTEST_CASES, _xorshift, selftest_operands
+    from tcore.sim.board.firmware import SELFTEST_CASES, _xorshift, selftest_operands
     x = 0x1001
     x ^= (x << 13) & 0xFFFFFFFF
     x ^= x >> 17
@@ -113,8 +113,8 @@ def board():
     if not HAVE_GCC:
         pytest.skip("gcc-riscv64-unknown-elf not installed")
     pytest.importorskip("serial")
-    from sim.board.link import BoardLink, open_port
-    from sim.board.simulate import simulated_board
+    from tcore.sim.board.link import BoardLink, open_port
+    from tcore.sim.board.simulate import simulated_board
     with simulated_board(BoardBuild(board_of("ulx3s-85f"), sim=True)) as url:
         link = BoardLink(open_port(url, timeout=0.2), reply_s=300)
         info = link.info()
@@ -125,14 +125,14 @@ def board():
 
 @pytest.fixture
 def link(board):
-    from sim.board.link import BoardLink, open_port
+    from tcore.sim.board.link import BoardLink, open_port
     lk = BoardLink(open_port(board["url"], timeout=0.2), reply_s=300)
     yield lk
     lk.close()
 
 
 def test_board_boots_and_every_selftest_kind_is_bit_exact(board):
-    from sim.board.firmware import SELFTEST_CASES
+    from tcore.sim.board.firmware import SELFTEST_CASES
     text, info = board["text"], board["info"]
     assert info["magic"] == 0x74636264 and info["lanes"] == 16
     assert info["selftest_cases"] == len(SELFTEST_CASES) and info["selftest_failed"] == 0
@@ -146,8 +146,8 @@ def test_board_boots_and_every_selftest_kind_is_bit_exact(board):
 
 def _gemm(kind: str, m=16, n=16, k=32, c=True, seed=0):
     """Random operands of an operation (an Op spelling), C of the accumulator's values."""
-    from numerics import Op
-    from sim.board.gemm import BoardGemm
+    from tcore.numerics import Op
+    from tcore.sim.board.gemm import BoardGemm
     op = Op.parse(kind)
     a, b = op.random_operands(m, n, k, seed)
     rng = np.random.default_rng(seed + 100)
@@ -178,9 +178,9 @@ def test_one_gemm_of_each_kind_through_tcore_board_run_is_bit_exact(board, kind,
     """``tcore board run`` on the simulated board, random operands of each kind: D (-o) is
     the golden model's D of the same operands."""
     import json
-    from golden.mma import mma
-    from numerics import Op
-    from sim.cli import main
+    from tcore.golden.mma import mma
+    from tcore.numerics import Op
+    from tcore.sim.cli import main
     m, n, k, seed = 16, 32, 64, list(KINDS).index(kind) + 3
     out = tmp_path / "d.npz"
     rc = main(["board", "run", "--port", board["url"], "--m", str(m), "--n", str(n), "--k", str(k),
@@ -199,7 +199,7 @@ def test_one_gemm_of_each_kind_through_tcore_board_run_is_bit_exact(board, kind,
 @pytest.mark.parametrize("kind", ["fp16->fp16", pytest.param("e5m2->fp16", marks=pytest.mark.slow),
                                   pytest.param("u8.s8->s32.sat", marks=pytest.mark.slow)])
 def test_gemms_with_c_through_the_host_code_are_bit_exact(link, kind):
-    from sim.board.gemm import golden_d, run_on_board
+    from tcore.sim.board.gemm import golden_d, run_on_board
     g = _gemm(kind, seed=len(kind))
     r = run_on_board(link, g)
     assert r["mismatches"] == 0
@@ -208,13 +208,13 @@ def test_gemms_with_c_through_the_host_code_are_bit_exact(link, kind):
 
 
 def _tiny_gemm_is_bit_exact(link):
-    from sim.board.gemm import run_on_board
+    from tcore.sim.board.gemm import run_on_board
     r = run_on_board(link, _gemm("fp16->fp32", 16, 16, 16, seed=7))
     assert r["mismatches"] == 0 and r["d"].any()
 
 
 def _expect_error(link, code):
-    from sim.board.link import BoardReplyError
+    from tcore.sim.board.link import BoardReplyError
     with pytest.raises(BoardReplyError) as e:
         link.answer()
     assert e.value.code == code, str(e.value)
@@ -262,7 +262,7 @@ def test_refused_gemms_get_their_error_and_the_next_runs_bit_exact(link, board):
     _expect_error(link, P.Error.KIND)
     _tiny_gemm_is_bit_exact(link)
     # the block's own refusal (K not a multiple of 16: STATUS.error BAD_SIZE) as BLOCK
-    from rtl.regmap import ErrorCode
+    from tcore.rtl.regmap import ErrorCode
     link.send_raw(P.frame(P.H2B.RUN, _run_payload(m=16, n=16, k=8, b=512, d=2048)))
     assert _expect_error(link, P.Error.BLOCK).detail == ErrorCode.BAD_SIZE
     # a write past the memory, a payload of the wrong size
@@ -290,8 +290,8 @@ def _matrices(folder, seed, m, n, k, dtype):
 def test_cli_runs_user_matrices_with_c_on_the_board(board, tmp_path, capsys):
     """``tcore board run --port``: the user's .npy files, C given, D written and bit-exact."""
     import ml_dtypes
-    from golden import matmul
-    from sim.cli import main
+    from tcore.golden import matmul
+    from tcore.sim.cli import main
     a, b, c, files = _matrices(tmp_path, 11, 32, 16, 48, ml_dtypes.bfloat16)
     out = tmp_path / "d.npz"
     rc = main(["board", "run", "--port", board["url"], *files, "-o", str(out),
@@ -307,7 +307,7 @@ def test_cli_runs_user_matrices_with_c_on_the_board(board, tmp_path, capsys):
 
 
 def test_cli_refuses_bad_runs_in_one_line(capsys):
-    from sim.cli import main
+    from tcore.sim.cli import main
     assert main(["board", "run", "--sim", "--m", "16", "--n", "16", "--k", "24"]) == 2
     assert "K must be a positive multiple of 16" in capsys.readouterr().err
     assert main(["board", "run", "--sim", "--m", "512", "--n", "512", "--k", "512"]) == 2
@@ -321,8 +321,8 @@ def test_cli_refuses_bad_runs_in_one_line(capsys):
 @needs_gcc
 def test_cli_sim_reproduces_a_gemm_with_c(tmp_path, capsys):
     """``tcore board run --sim``: its own simulated board, a user GEMM with C, bit for bit."""
-    from golden import matmul
-    from sim.cli import main
+    from tcore.golden import matmul
+    from tcore.sim.cli import main
     a, b, c, files = _matrices(tmp_path, 5, 16, 32, 32, np.float16)
     out = tmp_path / "d.npz"
     rc = main(["board", "run", "--sim", *files, "-o", str(out), "--quiet"])
@@ -336,10 +336,10 @@ def test_board_on_icarus_boots_and_runs_a_gemm():
     """The board bench on Icarus: a one-case self-test (Icarus runs the CPU some 50 times
     slower than Verilator) and a GEMM through the host code, bit for bit."""
     pytest.importorskip("serial")
-    from sim.board.firmware import SelfTestCase
-    from sim.board.gemm import run_on_board
-    from sim.board.link import BoardLink, open_port
-    from sim.board.simulate import simulated_board
+    from tcore.sim.board.firmware import SelfTestCase
+    from tcore.sim.board.gemm import run_on_board
+    from tcore.sim.board.link import BoardLink, open_port
+    from tcore.sim.board.simulate import simulated_board
     build = BoardBuild(board_of("ulx3s-85f"), sim=True,
                        selftest=(SelfTestCase("fp16->fp32", size=16, seed=3),))
     with simulated_board(build, sim="icarus") as url:
@@ -357,7 +357,7 @@ def test_board_on_icarus_boots_and_runs_a_gemm():
 def test_cli_sparse_is_a_kind_the_board_lacks(board, capsys):
     """2:4 sparse is an operation the golden model has and this build's SoC block has not:
     the board answers KIND, and the CLI says so in one line."""
-    from sim.cli import main
+    from tcore.sim.cli import main
     rc = main(["board", "run", "--port", board["url"], "--sparse", "--m", "16", "--n", "16",
                "--k", "32", "--quiet"])
     err = capsys.readouterr().err
@@ -366,7 +366,7 @@ def test_cli_sparse_is_a_kind_the_board_lacks(board, capsys):
 
 def test_program_prints_the_command_without_openfpgaloader(tmp_path, capsys, monkeypatch):
     import shutil as sh
-    from sim.cli import main
+    from tcore.sim.cli import main
     assert main(["board", "program", "--board", "ulx3s-85f", "--bitstream",
                  str(tmp_path / "none.bit")]) == 2
     assert "no bitstream" in capsys.readouterr().err

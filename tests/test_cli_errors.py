@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from sim.cli import main
+from tcore.sim.cli import main
 
 from .conftest import SILICON
 

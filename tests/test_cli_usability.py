@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from amaranth.lib import data
 
-from golden import matmul
-from sim.cli import main
+from tcore.golden import matmul
+from tcore.sim.cli import main
 
 from .conftest import SILICON
 
@@ -139,8 +139,8 @@ def test_probe_shows_why_nvcc_failed(tmp_path, capsys):
 
 
 def test_verilog_takes_design_parameters_and_documents_ports(tmp_path, capsys):
-    from rtl.gemm import GemmConfig
-    from rtl.mma4 import Beat
+    from tcore.rtl.gemm import GemmConfig
+    from tcore.rtl.mma4 import Beat
     # 16-lane cores: the same ports and layouts as 64, in half the elaboration time; the
     # parameters of the two-warp GEMM bench's and the 16-lane core bench's builds, whose
     # elaboration (cached in build/verilog) this command shares.

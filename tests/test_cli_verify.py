@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from sim.cli import main
+from tcore.sim.cli import main
 
 from .conftest import SILICON
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtl.regmap import REGISTERS, ErrorCode, InFormat, c_header
-from sim.cli import main
+from tcore.rtl.regmap import REGISTERS, ErrorCode, InFormat, c_header
+from tcore.sim.cli import main
 
 HAVE_GCC = shutil.which("riscv64-unknown-elf-gcc") is not None
 needs_gcc = pytest.mark.skipif(not HAVE_GCC, reason="gcc-riscv64-unknown-elf not installed")
@@ -56,7 +56,7 @@ def test_c_header_compiles_to_the_register_map(tmp_path):
 def test_software_reference_rounds_each_add():
     """The model of the firmware's C loop adds in float32 one product at a time: for
     1 + 2**-24 + 2**-24 (each add a tie to even), it gives 1.0, where a wider sum gives more."""
-    from sim.cpu_demo import software_reference
+    from tcore.sim.cpu_demo import software_reference
     a = np.array([[1.0, 2.0 ** -12, 2.0 ** -12]], np.float16).view(np.uint16)
     b = np.array([[1.0], [2.0 ** -12], [2.0 ** -12]], np.float16).view(np.uint16)
     assert software_reference(a, b, "fp16").view(np.float32)[0, 0] == np.float32(1.0)
@@ -69,8 +69,8 @@ def test_cpu_demo_small_gemm(monkeypatch):
     """PicoRV32 firmware programs the block through the C driver: D bit-exact against the
     golden model, a bad size answered with BAD_SIZE through the driver, the CPU's own
     soft-float GEMM equal to its float32 model, and both timed by the CPU."""
-    from sim.cpu_demo import run_cpu_demo
-    from sim.runner import build_root
+    from tcore.sim.cpu_demo import run_cpu_demo
+    from tcore.sim.runner import build_root
     # A 16-lane core: the same results as 64 lanes (tests/test_mma4_rtl.py), a faster simulation.
     # A relative build folder, as `make cpu-demo CPU_DEMO_ARGS="-o DIR"` passes it; under
     # build/, so that the simulation is rebuilt only when its Verilog changes, as the benches'.
@@ -91,8 +91,8 @@ def test_cpu_demo_small_gemm(monkeypatch):
 
 
 def test_cpu_demo_refuses_bad_sizes(tmp_path):
-    from sim.cpu_demo import run_cpu_demo
-    from sim.soc_demo import DemoError
+    from tcore.sim.cpu_demo import run_cpu_demo
+    from tcore.sim.soc_demo import DemoError
     with pytest.raises(DemoError, match="multiple of 16"):
         run_cpu_demo(tmp_path, m=24, n=16, k=16)
     with pytest.raises(DemoError, match="at most 16384"):

@@ -1,4 +1,4 @@
-"""golden.cublas: cuBLAS split-K, the addmm / linear epilogues and FP8 scales against the
+"""tcore.golden.cublas: cuBLAS split-K, the addmm / linear epilogues and FP8 scales against the
 ``tests/data/silicon/torch_splitk/`` captures (no torch needed).
 
 Expected values are the captured bits; the "rule bites" tests count how many captured outputs a
@@ -15,10 +15,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-import golden
-from golden import cublas
-from golden.cublas import fma32, rne32, round_out, split_k_auto
-from golden.silicon import cublas_calls, load, verify_cublas_file
+from tcore import golden
+from tcore.golden import cublas
+from tcore.golden.cublas import fma32, rne32, round_out, split_k_auto
+from tcore.golden.silicon import cublas_calls, load, verify_cublas_file
 
 from .conftest import SILICON
 

@@ -18,9 +18,9 @@ import pytest
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-import golden                                   # noqa: E402
-from golden import distributed as gd           # noqa: E402
-from sim.cli import main                        # noqa: E402
+from tcore import golden                                   # noqa: E402
+from tcore.golden import distributed as gd           # noqa: E402
+from tcore.sim.cli import main                        # noqa: E402
 
 from .conftest import SILICON                   # noqa: E402
 

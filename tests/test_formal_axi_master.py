@@ -5,8 +5,8 @@ fault injected between the master and the checker."""
 
 import pytest
 
-from sim.formal import PROOFS, prove
-from tb.axi_master_formal import SHIPPED_DEPTH, AxiMasterHarness, shipped
+from tcore.sim.formal import PROOFS, prove
+from tcore.tb.axi_master_formal import SHIPPED_DEPTH, AxiMasterHarness, shipped
 
 
 def test_axi_master_handshake_rules_hold():

@@ -1,8 +1,8 @@
 """The AXI4-Lite slave's handshake rules, proved with SymbiYosys (bounded, from reset), and the
 proof shown to bite on a fault injected between the slave and the checker."""
 
-from sim.formal import PROOFS, prove
-from tb.axil_formal import AxiLiteHarness
+from tcore.sim.formal import PROOFS, prove
+from tcore.tb.axil_formal import AxiLiteHarness
 
 
 def test_axil_handshake_rules_hold():

@@ -5,9 +5,9 @@ depth of the fused latency plus 8 beats.  And the check shown to bite on an inje
 
 import pytest
 
-from rtl.mma4 import MAX_BEATS, MMA4
-from sim.formal import PROOFS, prove
-from tb.mma4_formal import harness
+from tcore.rtl.mma4 import MAX_BEATS, MMA4
+from tcore.sim.formal import PROOFS, prove
+from tcore.tb.mma4_formal import harness
 
 
 def test_mma4_stream_ports_hold():

@@ -4,7 +4,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from golden import formats as F
+from tcore.golden import formats as F
 
 ALL16 = np.arange(1 << 16, dtype=np.uint16)
 NP_TYPES = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16}

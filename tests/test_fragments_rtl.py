@@ -4,8 +4,8 @@ write-back, dual-port loads and the registered read timing."""
 
 import pytest
 
-from rtl.designs import LINT_PARAMS
-from sim.runner import run_bench
+from tcore.rtl.designs import LINT_PARAMS
+from tcore.sim.runner import run_bench
 
 TESTS = ["loads_and_stores", "dual_port_loads", "fill_and_writeback", "read_timing"]
 
@@ -13,7 +13,7 @@ TESTS = ["loads_and_stores", "dual_port_loads", "fill_and_writeback", "read_timi
 @pytest.mark.parametrize("sim", ["verilator", "icarus"])
 def test_fragments_bench(sim):
     params = LINT_PARAMS["fragments"]
-    run_bench(sim, "fragments", "tb.fragments_bench", TESTS, params=params,
+    run_bench(sim, "fragments", "tcore.tb.fragments_bench", TESTS, params=params,
               quiet=True)
 
 
@@ -23,7 +23,7 @@ def test_load_stage_writes_a_clock_later(stage):
     later than without it (Amaranth simulator, the columns' contents read directly)."""
     from amaranth.sim import Simulator
 
-    from rtl.fragments import MATRIX_A, FragmentBank, Shape
+    from tcore.rtl.fragments import MATRIX_A, FragmentBank, Shape
 
     dut = FragmentBank(a_frags=1, b_frags=1, acc_frags=1, load_stage=stage)
     cols = dut.columns[MATRIX_A]

@@ -6,12 +6,12 @@ import json
 import numpy as np
 import pytest
 
-from golden.gemm import matmul_t
-from golden.silicon import KERNELS, load
-from sim.cli import main
-from sim.operands import random_operands
-from sim.gemm import gemm_params, run_gemm
-from sim.runner import run_bench
+from tcore.golden.gemm import matmul_t
+from tcore.golden.silicon import KERNELS, load
+from tcore.sim.cli import main
+from tcore.sim.operands import random_operands
+from tcore.sim.gemm import gemm_params, run_gemm
+from tcore.sim.runner import run_bench
 
 from .conftest import SILICON
 
@@ -25,14 +25,14 @@ GEMM_FILES = sorted(p.name for p in SILICON.glob("h200_matmulT_*.npz"))
 @pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=pytest.mark.slow)])
 def test_gemm_bench_random(sim):
     tests = ["random_gemms", "reset_midrun"] if sim == "verilator" else ["random_gemms"]
-    run_bench(sim, "gemm", "tb.gemm_bench", tests, params=gemm_params(1),
+    run_bench(sim, "gemm", "tcore.tb.gemm_bench", tests, params=gemm_params(1),
               quiet=True)
 
 
 # Two warps of 16-lane cores: how warps share the tiles and the memory does not depend on the
 # core's size (test_gemm_top_eight_cores runs 64-lane warps), and their build is shorter.
 def test_gemm_bench_random_two_cores():
-    run_bench("verilator", "gemm", "tb.gemm_bench", ["random_gemms", "reset_midrun"],
+    run_bench("verilator", "gemm", "tcore.tb.gemm_bench", ["random_gemms", "reset_midrun"],
               params=gemm_params(2, lanes=16), quiet=True)
 
 
@@ -90,8 +90,8 @@ def test_memory_sized_from_the_job():
     refused past 64 MiB; the config's fields take K = 16384."""
     from amaranth.lib import data
 
-    from rtl.gemm import GemmConfig
-    from sim.gemm import MAX_WORDS, MIN_WORDS, mem_words_for, words_needed
+    from tcore.rtl.gemm import GemmConfig
+    from tcore.sim.gemm import MAX_WORDS, MIN_WORDS, mem_words_for, words_needed
     assert mem_words_for(1) == MIN_WORDS == 32768
     assert mem_words_for(32769) == 65536 and mem_words_for(65536) == 65536
     assert mem_words_for(words_needed(32, 32, 8192, "fp32")) == 131072
@@ -196,7 +196,7 @@ def test_tcore_gemm_golden_backend(capsys):
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and r["mismatches"] == 0 and r["cycles"] is None
     a, b = random_operands(32, 16, 48, "bf16", 1)
-    from golden.formats import to_float
+    from tcore.golden.formats import to_float
     mag = np.abs(to_float(a, "bf16")) @ np.abs(to_float(b, "bf16"))
     assert 0 < r["max_abs_err_vs_fp64"] <= float(mag.max()) * 3 * 2.0 ** -21
 
@@ -250,7 +250,7 @@ def test_gemm_top_with_16_lane_cores(capsys):
     """The GEMM top of 16-lane cores: its bench (random GEMMs, reset in mid-run), one FP16 and
     one FP8 GEMM bit-exact at over 0.95 of the 16-lane peak (16 FMA per clock in both), and
     every silicon GEMM file, bit for bit."""
-    run_bench("verilator", "gemm", "tb.gemm_bench", ["random_gemms", "reset_midrun"],
+    run_bench("verilator", "gemm", "tcore.tb.gemm_bench", ["random_gemms", "reset_midrun"],
               params=gemm_params(1, 32768, 16), quiet=True)
     for argv in (["--format", "fp16"], ["--format", "e4m3"]):
         assert main(["gemm", "--m", "64", "--n", "64", "--k", "128", "--lanes", "16", "--json",
@@ -273,9 +273,9 @@ def test_sparse_gemm_through_gemm_top(fmt, out_fmt, shape):
     the GEMM top: every bit equals golden.sparse.mma_sp (chained mma.sp k32 steps), every
     logical FMA is done once (a sparse beat is 128), and it is not the dense product of the
     pruned A (the k32 fuses twice the products of a dense step)."""
-    from golden import mma
-    from golden.sparse import compress, mma_sp
-    from sim.gemm import run_sparse_gemm
+    from tcore.golden import mma
+    from tcore.golden.sparse import compress, mma_sp
+    from tcore.sim.gemm import run_sparse_gemm
     m, n, k = shape
     a, b = random_operands(m, n, k, fmt, 11)
     sp = compress(a, fmt, prune=True)
@@ -287,8 +287,8 @@ def test_sparse_gemm_through_gemm_top(fmt, out_fmt, shape):
 
 
 def test_sparse_gemm_on_icarus():
-    from golden.sparse import compress, mma_sp
-    from sim.gemm import run_sparse_gemm
+    from tcore.golden.sparse import compress, mma_sp
+    from tcore.sim.gemm import run_sparse_gemm
     a, b = random_operands(16, 16, 64, "fp16", 12)
     sp = compress(a, "fp16", prune=True)
     d, info = run_sparse_gemm("icarus", sp, b, progress=False)
@@ -321,7 +321,7 @@ def test_tcore_gemm_sparse_refusals(argv, msg, capsys):
 
 def test_tcore_gemm_sparse_prunes_the_users_a(tmp_path, capsys):
     """--a is pruned by the golden pruner: a dense A and its pruned copy give the same D."""
-    from golden.sparse import prune_24_bits
+    from tcore.golden.sparse import prune_24_bits
     a, b = random_operands(16, 16, 64, "fp16", 13)
     np.save(tmp_path / "a.npy", a.view(np.float16))
     np.save(tmp_path / "ap.npy", prune_24_bits(a).view(np.float16))

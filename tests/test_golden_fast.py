@@ -6,10 +6,10 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from golden import matmul, mma
-from golden import fast
-from golden.mma import default_engine
-from golden.silicon import KERNELS, kernels_in, load, problem
+from tcore.golden import matmul, mma
+from tcore.golden import fast
+from tcore.golden.mma import default_engine
+from tcore.golden.silicon import KERNELS, kernels_in, load, problem
 
 from .conftest import SILICON
 

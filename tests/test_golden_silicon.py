@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from golden import mma
-from golden.formats import to_float
-from golden.silicon import KERNELS, load, problem
+from tcore.golden import mma
+from tcore.golden.formats import to_float
+from tcore.golden.silicon import KERNELS, load, problem
 
 from .conftest import SILICON
 

@@ -5,8 +5,8 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from golden import get_format, mma
-from golden.formats import to_float
+from tcore.golden import get_format, mma
+from tcore.golden.formats import to_float
 
 
 def round_fraction(x: Fraction, fmt) -> int:

@@ -4,11 +4,11 @@ positions follow the Struct, and a value that does not fit or a misspelt field i
 import pytest
 from amaranth.lib import data
 
-from rtl.gemm import GemmConfig
-from rtl.regmap import register
-from rtl.wmma import WmmaCmd
-from host.images import cfg_word, pack_struct, unpack_struct
-from host.wmma_model import CMD_BITS, cmd_word, resp_fields
+from tcore.rtl.gemm import GemmConfig
+from tcore.rtl.regmap import register
+from tcore.rtl.wmma import WmmaCmd
+from tcore.host.images import cfg_word, pack_struct, unpack_struct
+from tcore.host.wmma_model import CMD_BITS, cmd_word, resp_fields
 
 
 def test_struct_words_follow_the_rtl_layout():

@@ -1,28 +1,54 @@
-"""The project's import graph: no module of golden/, host/, numerics/, rtl/, sim/ or tb/ reaches itself
-through imports (those inside functions count too), the packages depend on one another one
-way only, and the RTL never imports the golden model."""
+"""The project's import graph: every module lives in the one ``tcore`` namespace (``tcore.golden``,
+``tcore.rtl``, ...) and imports the others only through it; no module reaches itself through
+imports (those inside functions count too), the packages depend on one another one way only,
+and the RTL never imports the golden model."""
 
 import ast
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The source folders at the repository's root, each a subpackage of ``tcore``.
 PACKAGES = ("golden", "host", "numerics", "rtl", "sim", "tb")
+TOP = {"tcore", *PACKAGES}
 
 #: Edges left out of the cycle check, each with its reason.  golden.mma.mma and golden.matmul
 #: hand dask arrays to golden.distributed, which maps the serial functions over the blocks.
-DISPATCH = {("golden.mma", "golden.distributed"), ("golden.floats", "golden.distributed")}
+DISPATCH = {("tcore.golden.mma", "tcore.golden.distributed"), ("tcore.golden.floats", "tcore.golden.distributed")}
 
 
 def modules() -> dict:
-    """Module name -> file, for every module of the packages."""
+    """Module name (``tcore.<package>...``) -> file, for every module of the packages and of
+    ``tcore/`` itself."""
     found = {}
-    for pkg in PACKAGES:
+    for pkg in ("tcore", *PACKAGES):
         for f in sorted((ROOT / pkg).rglob("*.py")):
             parts = f.relative_to(ROOT).with_suffix("").parts
             if parts[-1] == "__init__":
                 parts = parts[:-1]
-            found[".".join(parts)] = f
+            found[".".join(parts if pkg == "tcore" else ("tcore",) + parts)] = f
     return found
+
+
+def package(mod: str) -> str:
+    """The subpackage a module belongs to: ``golden`` for ``tcore.golden.mma``, ``tcore`` for
+    ``tcore.torch``."""
+    parts = mod.split(".")
+    return parts[1] if len(parts) > 1 and parts[1] in PACKAGES else "tcore"
+
+
+def imported_names(path: Path, mod: str, mods: dict):
+    """Each import statement of a file as ``(module, names)``, relative imports resolved."""
+    pkg = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                yield a.name, []
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                up = pkg.split(".")[:len(pkg.split(".")) - node.level + 1]
+                base = ".".join(up + ([base] if base else []))
+            yield base, [a.name for a in node.names]
 
 
 def import_graph() -> dict:
@@ -37,21 +63,10 @@ def import_graph() -> dict:
 
     graph = {}
     for mod, path in mods.items():
-        package = mod if path.name == "__init__.py" else mod.rpartition(".")[0]
         targets = set()
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = package.split(".")[:len(package.split(".")) - node.level + 1]
-                    base = ".".join(up + ([base] if base else []))
-                names = [f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
-                         for a in node.names]
-            else:
-                continue
-            targets |= {t for t in map(known, names) if t and t != mod}
+        for base, names in imported_names(path, mod, mods):
+            full = [f"{base}.{n}" if f"{base}.{n}" in mods else base for n in names] or [base]
+            targets |= {t for t in map(known, full) if t and t != mod}
         graph[mod] = targets
     return graph
 
@@ -86,9 +101,9 @@ def cycles(graph: dict) -> list:
 
 def test_the_graph_sees_the_imports():
     g = import_graph()
-    assert "sim.commands.gemm" in g["sim.commands"] and "sim.jobs" in g["sim.commands.gemm"]
-    assert "golden.distributed" in g["golden.mma"]          # an import inside a function
-    assert "sim.runner" in g["sim.gemm"]                     # a relative import
+    assert "tcore.sim.commands.gemm" in g["tcore.sim.commands"] and "tcore.sim.jobs" in g["tcore.sim.commands.gemm"]
+    assert "tcore.golden.distributed" in g["tcore.golden.mma"]          # an import inside a function
+    assert "tcore.sim.runner" in g["tcore.sim.gemm"]                     # a relative import
 
 
 def test_no_module_imports_itself_round_about():
@@ -99,12 +114,31 @@ def test_no_module_imports_itself_round_about():
     assert cycles(g) == []
 
 
+def test_every_import_goes_through_the_one_namespace():
+    """``import golden`` would load a second copy of a module under another name (and collide
+    with a user's own ``sim`` or ``tb``): the project's modules import each other as
+    ``tcore.<package>`` or relatively."""
+    mods = modules()
+    for mod, path in mods.items():
+        for base, _ in imported_names(path, mod, mods):
+            assert base.split(".")[0] not in PACKAGES, f"{mod} imports {base}"
+
+
+def test_no_module_imports_another_packages_private_names():
+    mods = modules()
+    for mod, path in mods.items():
+        for base, names in imported_names(path, mod, mods):
+            if base.split(".")[0] == "tcore" and package(base) != package(mod):
+                private = [n for n in names if n.startswith("_") and not n.startswith("__")]
+                assert not private, f"{mod} imports {private} from {base}"
+
+
 def test_packages_depend_one_way():
     deps = {}
     for mod, targets in import_graph().items():
         for t in targets:
-            if t.split(".")[0] != mod.split(".")[0]:
-                deps.setdefault(mod.split(".")[0], set()).add(t.split(".")[0])
+            if package(t) != package(mod) and t != "tcore":
+                deps.setdefault(package(mod), set()).add(package(t))
     for pkg in PACKAGES:
         deps.setdefault(pkg, set())
     assert cycles(deps) == [], deps
@@ -112,26 +146,26 @@ def test_packages_depend_one_way():
 
 def test_rtl_never_imports_the_golden_model():
     for mod, targets in import_graph().items():
-        if mod.split(".")[0] == "rtl":
-            assert not [t for t in targets if t.split(".")[0] == "golden"], mod
+        if package(mod) == "rtl":
+            assert not [t for t in targets if package(t) == "golden"], mod
 
 
 def test_only_the_prover_reaches_into_the_benches():
     """tb/ holds benches (and the formal harnesses sim.formal hands to the prover); what a
     host writes and reads lives in host/, which sim/ and the benches share."""
     for mod, targets in import_graph().items():
-        if mod.split(".")[0] not in ("tb",) and mod != "sim.formal":
-            assert not [t for t in targets if t.split(".")[0] == "tb"], mod
+        if package(mod) != "tb" and mod != "tcore.sim.formal":
+            assert not [t for t in targets if package(t) == "tb"], mod
 
 
 def test_every_bench_starts_from_tb_common():
     """Clock, reset, pauses and stream handshakes are written once (tb/common.py)."""
     g = import_graph()
-    benches = [m for m in g if m.startswith("tb.") and m.endswith("_bench")]
+    benches = [m for m in g if m.startswith("tcore.tb.") and m.endswith("_bench")]
     assert len(benches) >= 8
     for mod in benches:
-        uses = g[mod] | set().union(*(g[t] for t in g[mod] if t.startswith("tb.")))
-        assert "tb.common" in uses, mod
+        uses = g[mod] | set().union(*(g[t] for t in g[mod] if t.startswith("tcore.tb.")))
+        assert "tcore.tb.common" in uses, mod
 
 
 def test_cycles_are_found():

@@ -5,9 +5,9 @@ import json
 import numpy as np
 import pytest
 
-from golden.layout_file import HEADINGS, parse_layouts
-from golden.wmma import SHAPES, storage_map
-from sim.cli import main
+from tcore.golden.layout_file import HEADINGS, parse_layouts
+from tcore.golden.wmma import SHAPES, storage_map
+from tcore.sim.cli import main
 
 from .conftest import SILICON
 

@@ -8,12 +8,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from golden import HOPPER, matmul, mma
-from golden.arch import Step
-from golden.formats import E4M3, E5M2, INF, NAN, TF32, classify, e4m3_encode, to_float
-from golden.silicon import KERNELS, kernels_in, load
-from sim.cli import main
-from sim.commands.verify import KERNEL_NAMES
+from tcore.golden import HOPPER, matmul, mma
+from tcore.golden.arch import Step
+from tcore.golden.formats import E4M3, E5M2, INF, NAN, TF32, classify, e4m3_encode, to_float
+from tcore.golden.silicon import KERNELS, kernels_in, load
+from tcore.sim.cli import main
+from tcore.sim.commands.verify import KERNEL_NAMES
 
 from .conftest import SILICON
 
@@ -380,7 +380,7 @@ def test_verify_malformed_lowprec_files_exit_2(tmp_path, capsys, mutate, msg):
 def test_fp8_accumulation_figures():
     """The 13-bit accumulator loses to the promoted one once K passes 128, and both to FP16
     inputs with FP32 accumulation (exact here: E4M3 products are short)."""
-    from sim.plots import FP8_METHODS, fp8_accumulation_errors
+    from tcore.sim.plots import FP8_METHODS, fp8_accumulation_errors
     e = fp8_accumulation_errors(ks=[32, 128, 1024], m=16, n=16)
     chain, promoted, fp16 = (e["uniform [0.5,1.5]"][name] for name in FP8_METHODS)
     assert chain[0] == promoted[0] and chain[1] == promoted[1]     # K <= 128: the same sum
@@ -391,7 +391,7 @@ def test_fp8_accumulation_figures():
 
 
 def test_plot_fp8_accumulation_writes_a_png(tmp_path, monkeypatch, capsys):
-    import sim.plots as plots
+    import tcore.sim.plots as plots
     monkeypatch.setattr(plots, "FP8_KS", [32, 256])
     real = plots.fp8_accumulation_errors
     monkeypatch.setattr(plots, "fp8_accumulation_errors",

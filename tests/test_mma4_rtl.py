@@ -12,11 +12,11 @@ import re
 import numpy as np
 import pytest
 
-from golden import mma
-from golden.silicon import load, problem
-from rtl.mma4 import MMA4
-from sim.core import DEFAULT_PARAMS, run_core, run_many
-from sim.runner import SimError, run_bench
+from tcore.golden import mma
+from tcore.golden.silicon import load, problem
+from tcore.rtl.mma4 import MMA4
+from tcore.sim.core import DEFAULT_PARAMS, run_core, run_many
+from tcore.sim.runner import SimError, run_bench
 
 from .conftest import SILICON
 
@@ -27,7 +27,7 @@ LATENCY = MMA4.latency_of()
 @pytest.mark.parametrize("sim", SIMS)
 def test_bench_random_stalls_throughput_reset(sim):
     # Icarus (~100 clocks/s with the core busy) takes one random tile per kernel and 24 groups.
-    run_bench(sim, "mma4", "tb.mma4_bench",
+    run_bench(sim, "mma4", "tcore.tb.mma4_bench",
               ["random_stalls", "throughput_latency", "reset_midstream", "groups_and_format_changes"],
               params=DEFAULT_PARAMS, quiet=True,
               options={"latency": LATENCY, "seed": 11,
@@ -37,7 +37,7 @@ def test_bench_random_stalls_throughput_reset(sim):
 def test_bench_has_teeth_on_latency():
     """The throughput/latency check fails when told a latency the core does not have."""
     with pytest.raises(SimError, match="throughput_latency"):
-        run_bench("verilator", "mma4", "tb.mma4_bench", "throughput_latency", params=DEFAULT_PARAMS,
+        run_bench("verilator", "mma4", "tcore.tb.mma4_bench", "throughput_latency", params=DEFAULT_PARAMS,
                   options={"latency": LATENCY + 1}, quiet=True)
 
 
@@ -86,7 +86,7 @@ def test_verify_cli_with_waves_names_the_waveform(capsys):
     the next run, and named (with its size) in the summary."""
     from pathlib import Path
 
-    from sim.cli import main
+    from tcore.sim.cli import main
     runs = []
     for _ in range(2):
         code = main(["verify", str(SILICON / "h200_ints.npz"), "--backend", "icarus", "--tiles",
@@ -116,9 +116,9 @@ def test_core_built_for_other_generations(arch, sim, tiles):
     step rounded, FP16-out floor -20) and Volta (block 4, 2**(E-23), floor -19, no BF16)
     parameter sets bit for bit, on random tiles and on the designed silicon tiles (whose
     H200 results these generations would not give)."""
-    from golden import get_arch
-    from sim.backends import run_tiles
-    from tb.mma4_bench import random_tiles
+    from tcore.golden import get_arch
+    from tcore.sim.backends import run_tiles
+    from tcore.tb.mma4_bench import random_tiles
     rng = np.random.default_rng(21)
     kernels = [("f16_f32", "fp16", "fp32"), ("f16_f16", "fp16", "fp16")]
     if get_arch(arch).bf16:
@@ -139,7 +139,7 @@ def test_core_built_for_other_generations(arch, sim, tiles):
 
 
 def test_verify_rtl_other_arch_runs_through_the_core_only(capsys):
-    from sim.cli import main
+    from tcore.sim.cli import main
     code = main(["verify", str(SILICON / "h200_ints.npz"), "--backend", "icarus", "--arch", "ampere",
                  "--through", "wmma"])
     assert code == 2 and "--through core" in capsys.readouterr().err
@@ -168,8 +168,8 @@ LOWPREC = SILICON / "lowprec"
 def _lowprec_problems(tiles=None):
     """(file name, problem) for ``tiles`` tiles (None: all) of every kernel of every
     low-precision capture."""
-    from sim.backends import RTL_KERNELS
-    from golden.silicon import kernels_in
+    from tcore.sim.backends import RTL_KERNELS
+    from tcore.golden.silicon import kernels_in
     probs = []
     for path in sorted(LOWPREC.glob("*.npz")):
         data = load(path)
@@ -193,8 +193,8 @@ def _lowprec_few(k_per_file: int = 64, most: int = 4, chains: int | None = None)
     kernel meets several files and the tiles are not always the first.  ``chains``: only that
     many chained-wgmma files of each input kind (their tiles are 512 and 1,024 clocks, two
     thirds of all the clocks with every file)."""
-    from sim.backends import RTL_KERNELS
-    from golden.silicon import kernels_in
+    from tcore.sim.backends import RTL_KERNELS
+    from tcore.golden.silicon import kernels_in
     probs = []
     kept: dict[str, int] = {}
     for i, path in enumerate(sorted(LOWPREC.glob("*.npz"))):
@@ -248,7 +248,7 @@ def test_lowprec_silicon_through_core(sim, few):
 
 def test_lanes_parameter_timing_and_refusal():
     """A pass takes 64 // lanes clocks: beats of every kind and group latencies follow."""
-    from rtl.mma4 import InputKind
+    from tcore.rtl.mma4 import InputKind
     assert [MMA4.beat_clocks(k, 16) for k in (InputKind.FP16, InputKind.TF32, InputKind.FP8, InputKind.INT8)] == [4, 4, 8, 8]
     assert MMA4.beat_clocks(InputKind.FP8, 32) == 4 and MMA4.beat_clocks(InputKind.BF16, 64) == 1
     assert MMA4.latency_of(InputKind.FP16, 4, lanes=16) == MMA4.LATENCY + 15
@@ -266,7 +266,7 @@ def test_bench_of_a_16_lane_core():
     then silicon tiles of every low-precision file, of the FP16/BF16 kernels and of the 2:4
     sparse captures through it (with stalls, so through the same build), bit for bit."""
     params = {"lanes": 16}
-    run_bench("verilator", "mma4", "tb.mma4_bench",
+    run_bench("verilator", "mma4", "tcore.tb.mma4_bench",
               ["random_stalls", "throughput_latency", "reset_midstream", "groups_and_format_changes"],
               params=params, quiet=True, options={"latency": LATENCY, "lanes": 16, "seed": 12})
     probs = _lowprec_few(k_per_file=32, most=1) + [
@@ -327,7 +327,7 @@ def test_silicon_through_the_dense_only_core(lanes):
 
 
 def _sparse_problems(tiles=None):
-    from golden.sparse import tile_problems
+    from tcore.golden.sparse import tile_problems
     probs = []
     for path in sorted(SPARSE.glob("*.npz")):
         probs += [(path.name, p) for p in tile_problems(load(path), tiles=tiles, where=path.name)]
@@ -359,7 +359,7 @@ def test_sparse_beats_read_the_named_b_rows():
     """The beats' metadata decides which B rows enter: the same stored A with other (valid)
     metadata gives other D on the core, the golden model's, bit for bit (an RTL that read the
     dense rows or the wrong nibble would give the silicon's bits here only by chance)."""
-    from golden.sparse import SparseA, mma_sp
+    from tcore.golden.sparse import SparseA, mma_sp
     _, p = _sparse_problems(4)[0]
     # Every group's stored values at logical k 2 and 3 (nibble 0xE: i0 = 2, i1 = 3).
     alt = SparseA(p.sp.values, np.full_like(p.sp.meta, 0xEEEEEEEE), p.sp.k, p.in_fmt)
@@ -379,8 +379,8 @@ def test_input_ready_is_registered_state_only():
 
     from amaranth.sim import Simulator
 
-    from rtl.formats import InputKind
-    from tb.mma4_formal import MMA4Control
+    from tcore.rtl.formats import InputKind
+    from tcore.tb.mma4_formal import MMA4Control
 
     dut = MMA4Control(groups=2, outputs=4)
     kinds = [InputKind.FP16, InputKind.TF32, InputKind.FP8, InputKind.INT8]

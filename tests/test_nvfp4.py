@@ -5,9 +5,9 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from golden import nvfp4
-from golden.gemm import matmul_t
-from golden.nvfp4 import QuantizeError, quantize
+from tcore.golden import nvfp4
+from tcore.golden.gemm import matmul_t
+from tcore.golden.nvfp4 import QuantizeError, quantize
 
 ALL8 = np.arange(256, dtype=np.uint8)
 ALL4 = np.arange(16, dtype=np.uint8)
@@ -211,7 +211,7 @@ def test_block_scaled_gemm_semantics():
         # A given C joins the FP32 accumulation before the tensor scales apply.
         assert np.array_equal(nvfp4.gemm(qa, qbt, np.zeros((32, 16), np.uint32)), d)
         c = np.full((32, 16), np.float32(1.0)).view(np.uint32)
-        from golden.mma import mma
+        from tcore.golden.mma import mma
         core_c = mma(ad, np.ascontiguousarray(bd.T), c, in_fmt="fp16" if f is np.float16 else "bf16")
         assert np.array_equal(nvfp4.gemm(qa, qbt, c), (core_c.view(np.float32) * alpha).view(np.uint32))
 

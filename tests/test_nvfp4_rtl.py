@@ -7,14 +7,14 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from rtl.nvfp4 import Fp32Mul
-from sim.cli import main
-from sim.runner import run_bench
+from tcore.rtl.nvfp4 import Fp32Mul
+from tcore.sim.cli import main
+from tcore.sim.runner import run_bench
 
 
 @pytest.mark.parametrize("sim", ["verilator", "icarus"])
 def test_decode_bench_exhaustive(sim):
-    run_bench(sim, "fp4dec", "tb.fp4_bench", "decode_exhaustive", params={"lanes": 16}, quiet=True)
+    run_bench(sim, "fp4dec", "tcore.tb.fp4_bench", "decode_exhaustive", params={"lanes": 16}, quiet=True)
 
 
 def _mul_cases():
@@ -85,7 +85,7 @@ def test_fp4_gemm_refuses_what_it_cannot_run(args, msg, capsys):
 
 
 def _quantised(fmt, m, n, k, seed):
-    from golden import nvfp4
+    from tcore.golden import nvfp4
     rng = np.random.default_rng(seed)
     a = rng.standard_normal((m, k)).astype(np.float32)
     bt = rng.standard_normal((n, k)).astype(np.float32)
@@ -97,8 +97,8 @@ def test_fp4_gemm_special_scale_codes_through_rtl(fmt, specials):
     """Block scales that decode to NaN (UE4M3 0x7F or a sign bit; E8M0 255) or overflow BF16
     (E8M0 253, 254, with the block's largest codes) through decode -> GEMM -> epilogue on the
     RTL: every bit equals golden.nvfp4.gemm, and the specials do reach D."""
-    from golden import nvfp4
-    from sim.gemm import run_fp4_gemm
+    from tcore.golden import nvfp4
+    from tcore.sim.gemm import run_fp4_gemm
     m, n, k = 32, 32, 64
     qa, qbt = _quantised(fmt, m, n, k, 21)
     for i, code in enumerate(specials):
@@ -122,8 +122,8 @@ def test_fp4_gemm_special_scale_codes_through_rtl(fmt, specials):
 def test_fp4_gemm_reset_midrun_in_every_phase():
     """Reset in decode, in the GEMM and in the epilogue (clocks taken from a clean run): nothing
     runs or is written after it, and the job run again is bit-exact."""
-    from sim.gemm import fp4_reset_bench, run_fp4_gemm
-    from golden import nvfp4
+    from tcore.sim.gemm import fp4_reset_bench, run_fp4_gemm
+    from tcore.golden import nvfp4
     qa, qbt = _quantised("nvfp4", 32, 32, 64, 22)
     d, info = run_fp4_gemm("verilator", qa, qbt, lanes=16, progress=False)
     assert np.array_equal(d, nvfp4.gemm(qa, qbt))
@@ -141,8 +141,8 @@ def test_fp4_gemm_reset_midrun_in_every_phase():
 def test_fp4_gemm_on_icarus():
     """The fp4gemm design on Icarus (the GEMM top runs tens of clocks/s there): a 16x16x32 MXFP4
     and NVFP4 GEMM each, bit-exact."""
-    from golden import nvfp4
-    from sim.gemm import run_fp4_gemm
+    from tcore.golden import nvfp4
+    from tcore.sim.gemm import run_fp4_gemm
     for fmt in ("mxfp4", "nvfp4"):
         qa, qbt = _quantised(fmt, 16, 16, 32, 23)
         d, _ = run_fp4_gemm("icarus", qa, qbt, progress=False)

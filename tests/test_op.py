@@ -1,11 +1,11 @@
-"""numerics.Op: spellings, the table's refusals, and the answers layers ask of an operation."""
+"""tcore.numerics.Op: spellings, the table's refusals, and the answers layers ask of an operation."""
 
 import ml_dtypes
 import numpy as np
 import pytest
 
-from numerics import Op, UnsupportedOp
-from numerics import op as op_module
+from tcore.numerics import Op, UnsupportedOp
+from tcore.numerics import op as op_module
 
 # Every spelling of the issue and the captures, with the fields it stands for.
 SPELLINGS = {
@@ -57,7 +57,7 @@ def test_kernel_names_round_trip(name):
 
 
 def test_the_captured_kernels_are_ops():
-    from golden.silicon import KERNELS
+    from tcore.golden.silicon import KERNELS
     assert sorted(KERNELS) == sorted(KERNEL_NAMES)
     for name, k in KERNELS.items():
         assert k.op == Op.parse(KERNEL_NAMES[name]) and k.name == name
@@ -173,8 +173,8 @@ def test_from_numerics_and_numerics_op():
 def test_a_new_input_format_is_one_table_row(monkeypatch, capsys):
     """One row added to the format table (an FP6 E3M2 of the FP8 datapath, B E3M2 or E4M3, FP32
     accumulation): Op, its refusals, its operands and tcore gemm's choices pick it up."""
-    from numerics.formats import INPUT_FORMATS, InputFormat
-    from sim.cli import main
+    from tcore.numerics.formats import INPUT_FORMATS, InputFormat
+    from tcore.sim.cli import main
     monkeypatch.setitem(INPUT_FORMATS, "e3m2", InputFormat(
         "e3m2", "fp8", True, 8, ("e3m2", "e4m3"), ("fp32",), "float6_e3m2fn", instrs=("wgmma",)))
 

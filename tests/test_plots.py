@@ -3,16 +3,16 @@
 import numpy as np
 import pytest
 
-from golden.layout_file import parse_layouts
-from sim.cli import main
-from sim.plots import accumulation_errors, ownership
+from tcore.golden.layout_file import parse_layouts
+from tcore.sim.cli import main
+from tcore.sim.plots import accumulation_errors, ownership
 
 from .conftest import SILICON
 
 
 def test_ownership_map_is_the_h200_layout():
     """Each element of each fragment is held by exactly one lane; the lane is the H200's."""
-    from sim.layout import rtl_layout
+    from tcore.sim.layout import rtl_layout
     lay = rtl_layout()
     h200 = parse_layouts(SILICON / "h200_wmma_layout.txt")
     for heading in lay:

@@ -5,11 +5,11 @@ import json
 import numpy as np
 import pytest
 
-from golden import mma
-from golden.layout_file import parse_layouts
-from golden.probe import CLASSES, make_class
-from golden.silicon import KERNELS, kernels_in, load
-from sim.cli import main
+from tcore.golden import mma
+from tcore.golden.layout_file import parse_layouts
+from tcore.golden.probe import CLASSES, make_class
+from tcore.golden.silicon import KERNELS, kernels_in, load
+from tcore.sim.cli import main
 
 from .conftest import SILICON
 

@@ -8,13 +8,13 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from golden import formats as GF
-from golden.dot import round_output
+from tcore.golden import formats as GF
+from tcore.golden.dot import round_output
 from amaranth import Module, Signal, signed
 
-from rtl.datapath import (ADDEND_SHIFT, EXP_BIAS, GRID, PRODUCT_SHIFT, Multiplier, RoundPack,
+from tcore.rtl.datapath import (ADDEND_SHIFT, EXP_BIAS, GRID, PRODUCT_SHIFT, Multiplier, RoundPack,
                           add_cin, addend_shift, dsp_operands, leading_zeros, product_term)
-from rtl.formats import Unpack, UnpackAddend
+from tcore.rtl.formats import Unpack, UnpackAddend
 
 
 def comb_run(dut, fn):
@@ -46,7 +46,7 @@ def _unpack_patterns(fmt, rng):
 def test_unpack(fmt):
     """Every input format onto the one Operand: value = (-1)**sign * sig * 2**(bexp - 137)
     equal to the golden model's exact value, and the zero / Inf / NaN flags its classes."""
-    from rtl.formats import InputKind
+    from tcore.rtl.formats import InputKind
     dut = Unpack()
     pats = _unpack_patterns(fmt, np.random.default_rng(1))
     kind = {"fp16": InputKind.FP16, "bf16": InputKind.BF16, "tf32": InputKind.TF32, "e4m3": InputKind.FP8,
@@ -283,7 +283,7 @@ def test_round_pack_clamp_matches_its_formula():
 
 
 def test_bad_parameters():
-    from rtl.mma4 import MMA4
+    from tcore.rtl.mma4 import MMA4
     with pytest.raises(ValueError, match="dsp must be"):
         MMA4(dsp="xilinx")
     with pytest.raises(ValueError, match="Multiplier arch must be"):
@@ -291,7 +291,7 @@ def test_bad_parameters():
 
 
 def test_beat_player_depth_must_be_a_power_of_two():
-    from rtl.player import BeatPlayer
+    from tcore.rtl.player import BeatPlayer
     for bad in (0, 100, 8):
         with pytest.raises(ValueError, match="power of two"):
             BeatPlayer(depth=bad)
@@ -302,7 +302,7 @@ def test_tile_dispenser_hands_out_row_major_lowest_claim_first():
     """The dispenser the GEMM top and the SoC share: a 2x3 grid, three warps claiming in
     various patterns; each clock the lowest-numbered claim is taken and gets the next tile in
     row-major order, then ``none`` once all six are out; ``start`` begins again."""
-    from rtl.dispenser import TileDispenser
+    from tcore.rtl.dispenser import TileDispenser
     dut = TileDispenser(ports=3, tile_bits=4)
     # (claims as a bit mask) -> (port taken or None, ti, tj, row_end, none, advance)
     script = [

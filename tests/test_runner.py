@@ -7,9 +7,9 @@ import subprocess
 import numpy as np
 import pytest
 
-from sim.gemm import gemm_params
-from sim.runner import SimError, _failures, run_bench, top_ports, zero_init_loops
-from tb.memh import read_memh, write_memh
+from tcore.sim.gemm import gemm_params
+from tcore.sim.runner import SimError, _failures, run_bench, top_ports, zero_init_loops
+from tcore.tb.memh import read_memh, write_memh
 
 
 def _xml(tmp_path, body):
@@ -42,13 +42,13 @@ def test_missing_results_fail(tmp_path):
 def test_run_bench_with_a_wrong_test_name_fails():
     """The bite: a renamed or misspelt cocotb test used to leave an empty <testsuites/> and pass."""
     with pytest.raises(SimError, match="no_such_test_name \\(did not run\\)"):
-        run_bench("verilator", "fp4dec", "tb.fp4_bench", "no_such_test_name", params={"lanes": 16},
+        run_bench("verilator", "fp4dec", "tcore.tb.fp4_bench", "no_such_test_name", params={"lanes": 16},
                   quiet=True)
 
 
 def test_run_bench_with_one_wrong_name_of_several_fails():
     with pytest.raises(SimError, match="decode_exhaustiv \\(did not run\\)"):
-        run_bench("verilator", "fp4dec", "tb.fp4_bench", ["decode_exhaustive", "decode_exhaustiv"],
+        run_bench("verilator", "fp4dec", "tcore.tb.fp4_bench", ["decode_exhaustive", "decode_exhaustiv"],
                   params={"lanes": 16}, quiet=True)
 
 
@@ -76,15 +76,15 @@ def test_gemm_bench_fails_on_a_lost_done():
     """A budget smaller than any GEMM needs stands in for a done that never rises: the bench
     fails, naming what it waited for, instead of waiting forever."""
     with pytest.raises(SimError, match="random_gemms.*done did not rise within 100 clocks"):
-        run_bench("verilator", "gemm", "tb.gemm_bench", "random_gemms",
+        run_bench("verilator", "gemm", "tcore.tb.gemm_bench", "random_gemms",
                   params=gemm_params(1),
                   options={"clock_budget": 100}, quiet=True)
 
 
 def test_amaranth_gemm_fails_on_a_lost_done(monkeypatch):
-    from sim.gemm import run_gemm
-    import host.images
-    monkeypatch.setattr(host.images, "clock_budget", lambda *args, **kw: 20)
+    from tcore.sim.gemm import run_gemm
+    from tcore.host import images
+    monkeypatch.setattr(images, "clock_budget", lambda *args, **kw: 20)
     a = np.full((16, 16), 0x3C00, np.uint16)
     with pytest.raises(SimError, match="done did not rise within 20 clocks"):
         run_gemm("amaranth", a, a)
@@ -93,7 +93,7 @@ def test_amaranth_gemm_fails_on_a_lost_done(monkeypatch):
 def test_build_root_outside_a_checkout_is_a_user_cache(tmp_path, monkeypatch):
     """A plain pip install (no pyproject.toml beside the package) builds in the user's cache,
     not in site-packages; TCORE_BUILD wins over both."""
-    from sim import runner
+    from tcore.sim import runner
     monkeypatch.delenv("TCORE_BUILD", raising=False)
     assert runner.build_root() == runner.ROOT / "build"          # this checkout
     monkeypatch.setattr(runner, "ROOT", tmp_path / "site-packages")
@@ -104,7 +104,7 @@ def test_build_root_outside_a_checkout_is_a_user_cache(tmp_path, monkeypatch):
 
 
 def test_keep_waves_never_overwrites(tmp_path, monkeypatch):
-    from sim import runner
+    from tcore.sim import runner
     monkeypatch.setenv("TCORE_BUILD", str(tmp_path))
     kept = []
     for i in range(3):
@@ -124,7 +124,7 @@ def test_build_progress_counts_objects(tmp_path):
     wrote, out of all of them."""
     import time
 
-    from sim.runner import _CompileWatch
+    from tcore.sim.runner import _CompileWatch
     (tmp_path / "Vtop_classes.mk").write_text(
         "VM_CLASSES_FAST += \\\n  Vtop_a \\\n  Vtop_b \\\n\nVM_GLOBAL_FAST += \\\n  verilated \\\n\n")
     (tmp_path / "Vtop.mk").write_text("VM_USER_CLASSES = \\\n  verilator \\\n\n"
@@ -144,7 +144,7 @@ def test_build_progress_counts_objects(tmp_path):
 def test_build_prints_its_phases(tmp_path, monkeypatch):
     """A build that does work says so, phase by phase, on its ``say`` callable and in the
     journal ``builds.log``; an up-to-date build says nothing."""
-    from sim.runner import build
+    from tcore.sim.runner import build
     monkeypatch.setenv("TCORE_BUILD", str(tmp_path))
     lines = []
     build("icarus", "axilregs", say=lines.append)
@@ -161,7 +161,7 @@ def test_build_prints_its_phases(tmp_path, monkeypatch):
 def test_handover_round_trip_and_missing_parameter(tmp_path):
     """The one hand-over: what run_bench saves is what a bench reads; a build parameter the
     design was not built with is an error naming it, never a copied default."""
-    from host.handover import Handover
+    from tcore.host.handover import Handover
     h = Handover(design="wmma", params={"mem_words": 32768}, job="j.npz",
                  options={"seed": 5, "resp_stall": 0.25})
     h.save(tmp_path / "h.json")
@@ -202,7 +202,7 @@ endmodule
 
 
 def test_merge_part_assigns_makes_one_concatenation_per_wire():
-    from sim.runner import merge_part_assigns
+    from tcore.sim.runner import merge_part_assigns
     text = merge_part_assigns(_PIECES)
     # y: two pieces and the gap between them undriven (z), as before.
     assert "  assign y = { a ^ b, 4'bz, a };" in text
@@ -213,7 +213,7 @@ def test_merge_part_assigns_makes_one_concatenation_per_wire():
 
 
 def test_merged_wires_simulate_the_same_on_icarus(tmp_path):
-    from sim.runner import merge_part_assigns
+    from tcore.sim.runner import merge_part_assigns
     tb = """module tb;
   reg [3:0] a, b; wire [11:0] y; wire [3:0] z; integer i;
   pieces dut(.a(a), .b(b), .y(y), .z(z));
@@ -256,7 +256,7 @@ def test_memory_hooks_reach_a_memory_inside_an_instance(tmp_path):
     """The hooks go into the module that holds the memory at the path (``inner.mem``), their
     controls stay the top's: a file loaded at start is dumped back from the instance."""
     import shutil
-    from sim.runner import add_memory_hooks
+    from tcore.sim.runner import add_memory_hooks
     text = add_memory_hooks(_TOY, "inner.mem")
     top, inner = text.split("module \\toy.inner")
     assert "reg tcore_dump = 1'b0;" in top and "$readmemh" not in top

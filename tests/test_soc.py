@@ -5,9 +5,9 @@ testbench (``make soc-demo``), run by Icarus with no cocotb."""
 
 import pytest
 
-from golden.silicon import load
-from sim.cli import main
-from sim.runner import run_bench
+from tcore.golden.silicon import load
+from tcore.sim.cli import main
+from tcore.sim.runner import run_bench
 
 from .conftest import SILICON
 
@@ -15,7 +15,7 @@ TESTS = ["gemms", "bad_configs", "read_error", "write_error", "decode_errors", "
 
 
 def test_soc_bench_verilator():
-    run_bench("verilator", "soc", "tb.soc_bench", TESTS, params={}, quiet=True)
+    run_bench("verilator", "soc", "tcore.tb.soc_bench", TESTS, params={}, quiet=True)
 
 
 # Two warps: Icarus in make test (a build of seconds; 16-lane cores, elaborated and simulated
@@ -26,7 +26,7 @@ def test_soc_bench_two_warps(sim):
     """Two warps share the AXI4 master: GEMMs bit-exact (tiles claimed as warps become free),
     a failed read stops both warps with no partial tile, a soft reset stops both."""
     cases = "32x48x32:fp16:f32:c,48x16x32:bf16:f32:0,16x16x16:fp16:f16:c"
-    run_bench(sim, "soc", "tb.soc_bench", ["gemms", "read_error", "soft_reset"],
+    run_bench(sim, "soc", "tcore.tb.soc_bench", ["gemms", "read_error", "soft_reset"],
               params={"cores": 2, **({"lanes": 16} if sim == "icarus" else {})},
               options={"cases": cases if sim == "verilator" else "32x32x16:fp16:f32:c"},
               quiet=True)
@@ -48,14 +48,14 @@ def test_verify_through_soc_every_low_precision_kind(capsys):
 
 
 def test_soc_bench_icarus():
-    run_bench("icarus", "soc", "tb.soc_bench", ["gemms", "bad_configs", "decode_errors"],
+    run_bench("icarus", "soc", "tcore.tb.soc_bench", ["gemms", "bad_configs", "decode_errors"],
               params={}, options={"cases": "16x16x32:fp16:f32:c"}, quiet=True)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("width", [32, 64])
 def test_soc_narrow_data_bus(width):
-    run_bench("verilator", "soc", "tb.soc_bench", ["gemms"], params={"data_width": width},
+    run_bench("verilator", "soc", "tcore.tb.soc_bench", ["gemms"], params={"data_width": width},
               options={"cases": "16x32x32:fp16:f32:c,32x16x16:bf16:f32:0"}, quiet=True)
 
 
@@ -108,7 +108,7 @@ def test_verilog_of_soc_comes_with_a_plain_testbench(tmp_path, capsys):
                                          pytest.param(16, 32, 48, "bf16", marks=pytest.mark.slow)])
 def test_soc_demo_on_icarus(tmp_path, m, n, k, fmt):
     """make soc-demo's testbench, plain Verilog on Icarus (no cocotb): D bit-exact."""
-    from sim.soc_demo import run_demo
+    from tcore.sim.soc_demo import run_demo
     r = run_demo(tmp_path, sim="icarus", m=m, n=n, k=k, fmt=fmt, log=lambda line: None)
     assert r["error"] == 0 and r["mismatches"] == 0, r
     assert (tmp_path / "d.hex").exists()
@@ -117,13 +117,13 @@ def test_soc_demo_on_icarus(tmp_path, m, n, k, fmt):
 @pytest.mark.slow
 def test_soc_demo_on_verilator(tmp_path):
     """The same plain testbench under Verilator's --binary --timing (a few minutes to build)."""
-    from sim.soc_demo import run_demo
+    from tcore.sim.soc_demo import run_demo
     r = run_demo(tmp_path, sim="verilator", m=32, n=32, k=32, fmt="bf16", log=lambda line: None)
     assert r["error"] == 0 and r["mismatches"] == 0, r
 
 
 def test_soc_demo_refuses_bad_sizes(tmp_path):
-    from sim.soc_demo import DemoError, run_demo
+    from tcore.sim.soc_demo import DemoError, run_demo
     with pytest.raises(DemoError, match="multiple of 16"):
         run_demo(tmp_path, m=24, n=16, k=16)
     with pytest.raises(DemoError, match="does not fit"):

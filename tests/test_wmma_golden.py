@@ -1,10 +1,10 @@
-"""golden.wmma: the WMMA API on NumPy fragments."""
+"""tcore.golden.wmma: the WMMA API on NumPy fragments."""
 
 import numpy as np
 import pytest
 
-from golden import mma
-from golden.wmma import (Fragment, WmmaError, element_map, fill_fragment, load_matrix_sync,
+from tcore.golden import mma
+from tcore.golden.wmma import (Fragment, WmmaError, element_map, fill_fragment, load_matrix_sync,
                          mma_sync, store_matrix_sync)
 
 
@@ -74,7 +74,7 @@ def test_invalid_combinations():
 def test_other_shapes_round_trip(shape, layout):
     """m32n8k16 / m8n32k16: every element held once, load -> mma_sync -> store is golden.mma
     on the shape's matrices (32x16 @ 16x8, 8x16 @ 16x32)."""
-    from host.wmma_model import get_matrix, put_matrix
+    from tcore.host.wmma_model import get_matrix, put_matrix
     rng = np.random.default_rng(1)
     m, n = (32, 8) if shape == "m32n8k16" else (8, 32)
     A, B = rand16(rng, (m, 16)), rand16(rng, (16, n))

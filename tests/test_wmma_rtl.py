@@ -5,9 +5,9 @@ response back-pressure and silicon tiles."""
 import numpy as np
 import pytest
 
-from golden.silicon import load, problem
-from sim.core import PATHS, bench_options, run_many, run_through
-from sim.runner import SimError, run_bench
+from tcore.golden.silicon import load, problem
+from tcore.sim.core import PATHS, bench_options, run_many, run_through
+from tcore.sim.runner import SimError, run_bench
 
 from .conftest import SILICON
 
@@ -20,7 +20,7 @@ def test_wmma_bench(sim):
     # back_to_back and the reset to Verilator (slow: test_wmma_timing_and_reset_on_icarus)
     # and takes the last of the six other-shape tiles.
     tests = ["layouts_and_ldm", "bad_ldm_and_alignment", "other_shapes"]
-    run_bench(sim, "wmma", "tb.wmma_bench",
+    run_bench(sim, "wmma", "tcore.tb.wmma_bench",
               tests + (["back_to_back", "reset_midrun"] if sim == "verilator" else []),
               params=PATHS["wmma"][2], quiet=True,
               options={**bench_options("wmma"), **({"shape_cases": 1} if sim == "icarus" else {})})
@@ -30,14 +30,14 @@ def test_wmma_bench(sim):
 def test_wmma_timing_and_reset_on_icarus():
     """back_to_back's clock counts, the reset test (where X after a reset would show) and
     every other-shape tile on Icarus."""
-    run_bench("icarus", "wmma", "tb.wmma_bench", ["back_to_back", "reset_midrun", "other_shapes"],
+    run_bench("icarus", "wmma", "tcore.tb.wmma_bench", ["back_to_back", "reset_midrun", "other_shapes"],
               params=PATHS["wmma"][2], options=bench_options("wmma"), quiet=True)
 
 
 def test_wmma_bench_checks_documented_mma_cycles():
     options = {"mma_cycles": bench_options("wmma")["mma_cycles"] - 1}
     with pytest.raises(SimError, match="back_to_back"):
-        run_bench("verilator", "wmma", "tb.wmma_bench", "back_to_back", params=PATHS["wmma"][2],
+        run_bench("verilator", "wmma", "tcore.tb.wmma_bench", "back_to_back", params=PATHS["wmma"][2],
                   options=options, quiet=True)
 
 
@@ -71,8 +71,8 @@ def test_silicon_through_wmma_with_response_backpressure():
 
 def test_response_check_has_teeth():
     """The per-response check the bench applies to every command it issues."""
-    from tb.wmma_bench import check_responses
-    from host.wmma_model import Op, cmd_word
+    from tcore.tb.wmma_bench import check_responses
+    from tcore.host.wmma_model import Op, cmd_word
     cmds = [cmd_word(op=Op.FILL, kind=2, tag=1), cmd_word(op=Op.MMA, tag=2)]
     check_responses(cmds, [{"tag": 2, "op": Op.MMA, "error": 0}, {"tag": 1, "op": Op.FILL, "error": 0}])
     with pytest.raises(AssertionError, match="do not answer"):       # a lost response
@@ -90,9 +90,9 @@ def test_golden_wmma_reference_tells_layouts_apart():
     """The reference the bench compares the RTL's memory with (golden load_matrix_sync /
     mma_sync / store_matrix_sync on the bench's image) gives mma() at D with the right layout,
     and different bytes when one layout flag is wrong: the comparison can fail."""
-    from golden import mma
-    from tb.wmma_bench import _rand, golden_tile, tile_image
-    from host.wmma_model import get_matrix
+    from tcore.golden import mma
+    from tcore.tb.wmma_bench import _rand, golden_tile, tile_image
+    from tcore.host.wmma_model import get_matrix
     rng = np.random.default_rng(2)
     a, b, c = _rand(rng, (16, 32), "fp16"), _rand(rng, (32, 16), "fp16"), _rand(rng, (16, 16), "fp32")
     layout = dict(a_col=True, ldb=24, ldc=20, d_col=True)
@@ -107,7 +107,7 @@ def test_golden_wmma_reference_tells_layouts_apart():
 
 
 def _lowprec(files, tiles):
-    from golden.silicon import kernels_in
+    from tcore.golden.silicon import kernels_in
     probs = []
     for name in files:
         data = load(SILICON / "lowprec" / name)
@@ -144,5 +144,5 @@ def test_wmma_bench_with_fewer_lanes(lanes):
     params = {**PATHS["wmma"][2], "lanes": lanes}
     assert bench_options("wmma", params)["mma_cycles"] == 295
     assert bench_options("wmma", params)["mma_cycles_fp8"] == 567
-    run_bench("verilator", "wmma", "tb.wmma_bench", ["back_to_back", "layouts_and_ldm", "other_shapes"],
+    run_bench("verilator", "wmma", "tcore.tb.wmma_bench", ["back_to_back", "layouts_and_ldm", "other_shapes"],
               params=params, options=bench_options("wmma", params), quiet=True)

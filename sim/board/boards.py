@@ -144,7 +144,7 @@ class BoardBuild:
         if self.clock_mhz is not None and not 10 <= self.clock_mhz <= 200:
             raise BoardError(f"--clock must be 10 to 200 MHz, not {self.clock_mhz:g}")
         if not self.sim:
-            from rtl.uart import divisor_of
+            from tcore.rtl.uart import divisor_of
             try:
                 divisor_of(self.clk_hz, self.baud)
             except ValueError as e:
@@ -156,7 +156,7 @@ class BoardBuild:
 
     @property
     def divisor(self) -> int:
-        from rtl.uart import divisor_of
+        from tcore.rtl.uart import divisor_of
         return SIM_DIVISOR if self.sim else divisor_of(self.clk_hz, self.baud)
 
     @property

@@ -16,7 +16,7 @@ import shutil
 import time
 from pathlib import Path
 
-from sim.synth import SynthError, _run, _tool, critical_path, placement_full, yosys_script
+from tcore.sim.synth import SynthError, _run, _tool, critical_path, placement_full, yosys_script
 
 from .boards import BoardBuild
 from .model import board_top, picorv32_verilog
@@ -29,7 +29,7 @@ NAME = "tcore"
 def bitstream_dir(build: BoardBuild) -> Path:
     """``build/board/<board>``: where a board build writes ``tcore.bit`` (the last build of
     that board, whatever its options: ``build.json`` beside it says which)."""
-    from sim.runner import build_root
+    from tcore.sim.runner import build_root
     return build_root() / "board" / build.board.name
 
 
@@ -53,7 +53,7 @@ def build_bitstream(build: BoardBuild, *, seeds: int = 1, seed: int = 1, placer:
     top = board_top(build, say)
     platform = board.make_platform()
     platform.add_file("picorv32.v", picorv32_verilog().read_text())
-    from rtl.board import BoardChip
+    from tcore.rtl.board import BoardChip
     chip = BoardChip(board, top, build.clk_hz)
     say(f"elaborating the {board.name} top ({build.lanes}-lane core, {build.clk_hz / 1e6:g} MHz)")
     plan = platform.prepare(chip, name=NAME)

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from numerics import Op
-from rtl.board import BOARD_MAGIC, IO_REGS, REGION
+from tcore.numerics import Op
+from tcore.rtl.board import BOARD_MAGIC, IO_REGS, REGION
 
 from . import protocol
 
@@ -128,7 +128,7 @@ def selftest_operands(case: SelfTestCase):
 
 def expected_d(case: SelfTestCase) -> np.ndarray:
     """The golden model's D bits of a case."""
-    from golden.mma import mma
+    from tcore.golden.mma import mma
     a, b, c = selftest_operands(case)
     return mma(a, b, c, op=case.operation)
 
@@ -165,7 +165,7 @@ def _run(cmd: list, cwd: Path, what: str):
 def build_firmware(out: Path, fw_bytes: int, cases=SELFTEST_CASES, log=None) -> bytes:
     """Compile the firmware for a ``fw_bytes`` firmware RAM in ``out``; return its image
     (kept while its sources, cases and size are unchanged)."""
-    from sim.runner import digest
+    from tcore.sim.runner import digest
     if shutil.which(GCC) is None:
         raise FirmwareError(f"{GCC} not found (apt-get install gcc-riscv64-unknown-elf)")
     out = Path(out)

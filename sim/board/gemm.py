@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from numerics import Op
+from tcore.numerics import Op
 
 from . import protocol as P
 from .link import BoardLink
@@ -52,7 +52,7 @@ def layout(g: BoardGemm) -> dict:
 
 
 def golden_d(g: BoardGemm) -> np.ndarray:
-    from golden.mma import mma
+    from tcore.golden.mma import mma
     m, n, _ = g.shape
     c = g.c if g.c is not None else np.zeros((m, n), g.op.acc_bits)
     return mma(g.a, g.b, c, op=g.op)
@@ -61,7 +61,7 @@ def golden_d(g: BoardGemm) -> np.ndarray:
 def op_fields(op: Op) -> tuple[int, int]:
     """The SoC block's FORMAT code (A's format) and the protocol's flags of an operation, C
     aside (``B_ALT``: B the other FP8 format than A's, as the block's ``FORMAT.b_alt``)."""
-    from rtl.regmap import InFormat
+    from tcore.rtl.regmap import InFormat
     flags = ((P.Flag.ACC_F16 if op.acc == "fp16" else 0) | (P.Flag.SAT if op.saturate else 0)
              | (P.Flag.B_ALT if op.b != op.a and op.kind == "fp8" else 0)
              | (P.Flag.SPARSE if op.sparse else 0))

@@ -13,13 +13,13 @@ __all__ = ["board_top", "picorv32_verilog", "work_dir"]
 
 
 def work_dir(build: BoardBuild) -> Path:
-    from sim.runner import build_root
+    from tcore.sim.runner import build_root
     return build_root() / "board" / build.folder
 
 
 def picorv32_verilog() -> Path:
     """PicoRV32's Verilog (the PyPI package ``pythondata-cpu-picorv32``, as the CPU demo's)."""
-    from sim.cpu_demo import DemoError, picorv32_verilog as demo_cpu
+    from tcore.sim.cpu_demo import DemoError, picorv32_verilog as demo_cpu
     from .boards import BoardError
     try:
         return demo_cpu()
@@ -30,7 +30,7 @@ def picorv32_verilog() -> Path:
 def board_top(build: BoardBuild, log=None, firmware: bytes | None = None):
     """The :class:`rtl.board.BoardTop` of ``build`` with its firmware (``firmware``, or
     compiled if needed)."""
-    from rtl.board import BoardTop
+    from tcore.rtl.board import BoardTop
     fw = firmware if firmware is not None else build_firmware(
         work_dir(build) / "firmware", build.fw_bytes, build.cases(), log)
     return BoardTop(firmware=fw, **build.top_params())

@@ -24,7 +24,7 @@ def sim_source(build: BoardBuild, log=None):
     RTL, the firmware or the build changed) and PicoRV32's."""
     def source():
         from amaranth.back import verilog
-        from sim.runner import _rtl_hash, digest
+        from tcore.sim.runner import _rtl_hash, digest
         from .firmware import build_firmware
         folder = work_dir(build)
         folder.mkdir(parents=True, exist_ok=True)
@@ -48,14 +48,14 @@ def _serve(args: dict):
     """The bench process: build the simulated board and serve its hosts until the stop file
     appears (its output goes to the parent's stderr, so that the host's stdout keeps only its
     report)."""
-    from sim.runner import run_bench
+    from tcore.sim.runner import run_bench
     from .boards import board_of
     from .firmware import SelfTestCase
     cases = args.get("selftest")
     build = BoardBuild(board_of(args["board"]), lanes=args["lanes"], sim=True,
                        selftest=None if cases is None else tuple(SelfTestCase(**c) for c in cases))
     say = (lambda line: print(f"tcore build: {line}", file=sys.stderr, flush=True))
-    run_bench(args["sim"], "board", "tb.board_bench", "board_serves_the_host",
+    run_bench(args["sim"], "board", "tcore.tb.board_bench", "board_serves_the_host",
               params={"board": build.folder}, quiet=True,
               options={"divisor": build.divisor, "accept_s": args["accept_s"],
                        "stop_file": args["stop_file"]},
@@ -70,7 +70,7 @@ def simulated_board(build: BoardBuild, *, sim: str = "verilator", accept_s: floa
     :class:`sim.runner.SimError` on the way out."""
     import json
     import subprocess
-    from sim.runner import SimError
+    from tcore.sim.runner import SimError
     import dataclasses
     build = build if build.sim else build.for_sim()
     folder = work_dir(build)
@@ -80,7 +80,7 @@ def simulated_board(build: BoardBuild, *, sim: str = "verilator", accept_s: floa
     args = {"board": build.board.name, "lanes": build.lanes, "sim": sim, "accept_s": accept_s,
             "port_file": str(port_file), "stop_file": str(stop_file),
             "selftest": None if build.selftest is None else [dataclasses.asdict(c) for c in build.selftest]}
-    proc = subprocess.Popen([sys.executable, "-m", "sim.board.simulate", json.dumps(args)],
+    proc = subprocess.Popen([sys.executable, "-m", "tcore.sim.board.simulate", json.dumps(args)],
                             stdout=2, stderr=2, stdin=subprocess.DEVNULL)   # fd 2: stderr
     port = None
     try:

@@ -25,7 +25,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from sim import bench
+    from tcore.sim import bench
 
     bench.pin_blas_threads()            # one BLAS thread, before NumPy loads
     try:

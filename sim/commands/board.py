@@ -18,7 +18,7 @@ HELP = "the tensor core on an ECP5 board: list, build, program, run (or simulate
 def _formats() -> dict:
     """``--format`` name -> (A, B), from the format table: each format with its own B, and
     ``A_B`` for the other B formats it pairs with."""
-    from numerics.formats import INPUT_FORMATS
+    from tcore.numerics.formats import INPUT_FORMATS
     return {**{f.name: (f.name, f.b_formats[0]) for f in INPUT_FORMATS.values()},
             **{f"{f.name}_{b}": (f.name, b) for f in INPUT_FORMATS.values() for b in f.b_formats[1:]}}
 
@@ -28,12 +28,12 @@ def _format_choices():
 
 
 def _acc_choices():
-    from sim.jobs import ACCUMULATORS
+    from tcore.sim.jobs import ACCUMULATORS
     return list(ACCUMULATORS)
 
 
 def _board_choices():
-    from sim.board.boards import BOARDS
+    from tcore.sim.board.boards import BOARDS
     return list(BOARDS)
 
 
@@ -104,7 +104,7 @@ def _build_options(p):
 
 
 def _build(args, sim=False):
-    from sim.board.boards import BoardBuild, BoardError, board_of
+    from tcore.sim.board.boards import BoardBuild, BoardError, board_of
     try:
         return BoardBuild(board_of(args.board), lanes=args.lanes, clock_mhz=args.clock,
                           baud=args.baud, sim=sim)
@@ -119,7 +119,7 @@ def run(args) -> int:
 # -- list ---------------------------------------------------------------------------------------
 
 def _list(args) -> int:
-    from sim.board.boards import BOARDS, BoardBuild
+    from tcore.sim.board.boards import BOARDS, BoardBuild
     rows = []
     for b in BOARDS.values():
         build = BoardBuild(b)
@@ -139,10 +139,10 @@ def _list(args) -> int:
 # -- build --------------------------------------------------------------------------------------
 
 def _build_cmd(args) -> int:
-    from sim.board.build import build_bitstream
-    from sim.board.boards import BoardError
-    from sim.board.firmware import FirmwareError
-    from sim.synth import SynthError
+    from tcore.sim.board.build import build_bitstream
+    from tcore.sim.board.boards import BoardError
+    from tcore.sim.board.firmware import FirmwareError
+    from tcore.sim.synth import SynthError
     build = _build(args)
     say = (lambda line: print(f"tcore board: {line}", file=sys.stderr, flush=True))
     try:
@@ -167,7 +167,7 @@ def _program(args) -> int:
     import shutil
     import subprocess
     from pathlib import Path
-    from sim.board.build import bitstream_dir
+    from tcore.sim.board.build import bitstream_dir
     build = _build(args)
     bit = Path(args.bitstream) if args.bitstream else bitstream_dir(build) / "tcore.bit"
     if not bit.is_file():
@@ -185,8 +185,8 @@ def _program(args) -> int:
 def _operands(args):
     """``(BoardGemm, inputs)`` from the options: the user's matrices or random ones."""
     import numpy as np
-    from sim.board.gemm import BoardGemm
-    from sim.operands import OperandError, load_matrix
+    from tcore.sim.board.gemm import BoardGemm
+    from tcore.sim.operands import OperandError, load_matrix
     if args.a or args.b:
         if not (args.a and args.b):
             raise CliError("--a and --b go together")
@@ -231,9 +231,9 @@ def _bits(x, what, fmt):
     ``--format``, must then agree); raw data (uint16, or a bfloat16 array as ``numpy.save``
     stores it; float32 for TF32) needs ``fmt``."""
     import numpy as np
-    from numerics.formats import INPUT_FORMATS
-    from numerics import Op
-    from sim.operands import OperandError
+    from tcore.numerics.formats import INPUT_FORMATS
+    from tcore.numerics import Op
+    from tcore.sim.operands import OperandError
     # float32 says FP32, not TF32 (whose 13 low fraction bits the core ignores): --format tf32
     by_dtype = {np.dtype(Op(f).a_dtype): f for f in INPUT_FORMATS if f != "tf32"}
     got = by_dtype.get(x.dtype)
@@ -250,7 +250,7 @@ def _bits(x, what, fmt):
 def _c_bits(x, op, shape):
     """C's bits: its dtype must be the accumulator's values."""
     import numpy as np
-    from sim.operands import OperandError
+    from tcore.sim.operands import OperandError
     if x.dtype != np.dtype(op.acc_dtype):
         raise OperandError(f"--c must be {np.dtype(op.acc_dtype)} for {op}, not {x.dtype}")
     if x.shape != shape:
@@ -261,11 +261,11 @@ def _c_bits(x, op, shape):
 def _run(args) -> int:
     import time
     import numpy as np
-    from sim.board.boards import BoardError
-    from sim.board.gemm import layout
-    from sim.board.link import BoardReplyError, LinkError
-    from sim.commands.gemm import check_output
-    from sim.runner import SimError
+    from tcore.sim.board.boards import BoardError
+    from tcore.sim.board.gemm import layout
+    from tcore.sim.board.link import BoardReplyError, LinkError
+    from tcore.sim.commands.gemm import check_output
+    from tcore.sim.runner import SimError
 
     check_output(args.o)
     if args.seed < 0:
@@ -284,7 +284,7 @@ def _run(args) -> int:
     t0 = time.perf_counter()
     try:
         if args.sim:
-            from sim.board.simulate import simulated_board
+            from tcore.sim.board.simulate import simulated_board
             with simulated_board(build, sim=args.simulator) as url:
                 r, info = _session(url, build, g, reply_s, say)
         else:
@@ -322,10 +322,10 @@ def _run(args) -> int:
 
 
 def _session(port, build, g, reply_s, say):
-    from sim.board.boards import BoardError
-    from sim.board.gemm import run_on_board
-    from sim.board.link import BoardLink, open_port
-    from rtl.board import BOARD_MAGIC
+    from tcore.sim.board.boards import BoardError
+    from tcore.sim.board.gemm import run_on_board
+    from tcore.sim.board.link import BoardLink, open_port
+    from tcore.rtl.board import BOARD_MAGIC
     link = BoardLink(open_port(port, baud=build.baud, timeout=0.2), reply_s=reply_s, on_text=say)
     try:
         info = link.info()

@@ -36,15 +36,15 @@ def refuse_golden_options(args, names):
 
 def wave_note(path) -> str:
     """How to open the waveform at ``path``."""
-    from sim.runner import wave_note
+    from tcore.sim.runner import wave_note
     return wave_note(Path(path))
 
 
 def operation(a: str, b: str | None, acc: str | None, sparse: bool = False):
     """The :class:`numerics.Op` of ``--format``'s A and B and ``--acc`` (None: A's default);
     CliError with the operation's refusal."""
-    from numerics import Op, UnsupportedOp
-    from sim.jobs import ACCUMULATORS
+    from tcore.numerics import Op, UnsupportedOp
+    from tcore.sim.jobs import ACCUMULATORS
     out, sat = ACCUMULATORS[acc] if acc else (None, False)
     try:
         return Op(a, b, out, sat, sparse=sparse)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from sim.jobs import ACCUMULATORS, FP4_FORMATS, format_choices, lowprec_formats
-from numerics.formats import PTX_NAMES
+from tcore.sim.jobs import ACCUMULATORS, FP4_FORMATS, format_choices, lowprec_formats
+from tcore.numerics.formats import PTX_NAMES
 
 from .common import EXIT_MISMATCH, EXIT_OK, CliError, operation, refuse_golden_options, wave_note
 
@@ -55,14 +55,14 @@ def add_arguments(parser):
 
 def run(args) -> int:
     import time
-    from sim.jobs import GemmError, run_job
+    from tcore.sim.jobs import GemmError, run_job
 
     t0 = time.perf_counter()
     job = make_job(args)
     mma = client = None
     if args.scheduler:                  # the golden model's output blocks on a dask cluster
         from functools import partial
-        from golden.distributed import cluster_mma, connect
+        from tcore.golden.distributed import cluster_mma, connect
         try:
             client = connect(args.scheduler)
         except (ImportError, OSError) as e:
@@ -83,7 +83,7 @@ def run(args) -> int:
 def make_job(args):
     """The :class:`sim.jobs.GemmJob` the arguments ask for (operand files read); CliError for
     the first thing refused."""
-    from sim.jobs import GemmJob
+    from tcore.sim.jobs import GemmJob
 
     check_output(args.o)
     if args.seed < 0:
@@ -130,7 +130,7 @@ def make_job(args):
     if args.arch != "hopper" and args.backend != "golden":
         raise CliError(f"the RTL implements the Hopper arithmetic only, not --arch {args.arch}")
     if args.backend != "golden" or args.a is None:
-        from golden.gemm import check_gemm
+        from tcore.golden.gemm import check_gemm
         try:
             check_gemm(m, n, k, op.a, op.acc)
         except ValueError as e:
@@ -144,7 +144,7 @@ def make_job(args):
 
 def _sparse_job(args, run):
     """The job of ``--sparse``: FP16/BF16 A and B (random or files), A pruned by the run."""
-    from sim.jobs import GemmJob
+    from tcore.sim.jobs import GemmJob
     if args.format not in (None, "fp16", "bf16"):
         raise CliError(f"--sparse runs FP16 or BF16 A (mma.sp k32), not --format {args.format}")
     acc = args.acc or "f32"
@@ -173,7 +173,7 @@ def _operands(args, acc):
     """A, B and C bits (None, None, None: random), the input format and (M, N, K): the user's
     files, or --m, --n and --k."""
     import numpy as np
-    from sim.operands import OperandError, load_matrix, operand_bits
+    from tcore.sim.operands import OperandError, load_matrix, operand_bits
     if (args.a is None) != (args.b is None):
         raise CliError("--a and --b go together")
     if args.a is None:
@@ -217,8 +217,8 @@ def _operands(args, acc):
 
 def _check_fp4(m, n, k, fmt, acc, arch):
     """Refuse an NVFP4/MXFP4 GEMM the front end cannot run."""
-    from golden import nvfp4
-    from golden.gemm import check_gemm
+    from tcore.golden import nvfp4
+    from tcore.golden.gemm import check_gemm
     block = nvfp4.FORMATS[fmt]["block"]
     try:
         check_gemm(m, n, k)
@@ -295,7 +295,7 @@ def report(r, t0: float, output: str | None = None, as_json: bool = False) -> in
              + (f" of {job.lanes} lanes" if job.lanes != 64 else "") + ")" if cycles else "")
     rate = f"{s['sim_cycles_per_s']:.0f} simulated cycles/s" if cycles else ""
     if job.format in FP4_FORMATS:
-        from golden.nvfp4 import FORMATS
+        from tcore.golden.nvfp4 import FORMATS
         fma = job.m * job.n * job.k
         print(head + f"{job.format} (decoded to {FORMATS[job.format]['decoded']}) -> fp32 on {job.backend}")
         if cycles:

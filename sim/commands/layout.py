@@ -18,7 +18,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from sim.layout import NOTE, rtl_layout
+    from tcore.sim.layout import NOTE, rtl_layout
 
     lay = rtl_layout(args.shape)
     if args.json:

@@ -17,7 +17,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from sim import plots
+    from tcore.sim import plots
 
     out = Path(args.o)
     if out.parent and not out.parent.exists():
@@ -27,7 +27,7 @@ def run(args) -> int:
     except RuntimeError as e:
         raise CliError(str(e)) from None
     if args.what == "layout":
-        from sim.layout import rtl_layout
+        from tcore.sim.layout import rtl_layout
         plots.plot_layout(rtl_layout(), str(out))
     elif args.what == "fp8-accumulation":
         errors = plots.fp8_accumulation_errors()

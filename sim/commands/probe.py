@@ -18,7 +18,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from golden.probe import ProbeError, run_probe
+    from tcore.golden.probe import ProbeError, run_probe
 
     try:
         written = run_probe(Path(args.out), tiles=args.tiles, seed=args.seed, nvcc=args.nvcc)

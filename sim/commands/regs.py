@@ -17,7 +17,7 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from rtl.regmap import c_header, markdown
+    from tcore.rtl.regmap import c_header, markdown
 
     text = c_header() if args.c_header else markdown() + "\n"
     if args.o is None:

@@ -49,11 +49,11 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from sim.synth import SYNTH_PARAMS, SynthError, heatmap_text, synth
+    from tcore.sim.synth import SYNTH_PARAMS, SynthError, heatmap_text, synth
 
     params = dict(SYNTH_PARAMS.get(args.design, {}))
     if args.lanes is not None:
-        from rtl.designs import parameters
+        from tcore.rtl.designs import parameters
         if "lanes" not in parameters(args.design) or args.design == "fp4dec":
             raise CliError(f"design {args.design} has no --lanes parameter")
         params["lanes"] = args.lanes

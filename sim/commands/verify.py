@@ -41,9 +41,9 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from golden import get_arch
-    from golden.silicon import KERNELS
-    from sim.backends import RTL_BACKENDS, RTL_KERNELS, WARP_KERNELS
+    from tcore.golden import get_arch
+    from tcore.golden.silicon import KERNELS
+    from tcore.sim.backends import RTL_BACKENDS, RTL_KERNELS, WARP_KERNELS
 
     arch = get_arch(args.arch)
     rtl = args.backend in RTL_BACKENDS
@@ -79,7 +79,7 @@ def run(args) -> int:
         raise CliError("--scheduler is for --backend golden (RTL simulations run here)")
     client = None
     if args.scheduler:                  # files x kernels go to a dask cluster (golden.distributed)
-        from golden.distributed import connect
+        from tcore.golden.distributed import connect
         try:
             client = connect(args.scheduler)
         except (ImportError, OSError) as e:
@@ -95,15 +95,15 @@ def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
     """``tcore verify``'s work (run): read every file, run, print; on ``client``'s
     cluster where given (golden backend)."""
     import numpy as np
-    from golden.silicon import KERNELS, Problem, VectorFileError, kernels_in, load, problem
-    from golden.silicon import is_cublas_file, verify_cublas_file as verify_cublas
-    from golden.sparse import is_sparse_file, verify_file as verify_sparse
-    from sim.backends import RTL_BACKENDS, BackendError, run_tiles
-    from sim.gemm import run_gemm
-    from sim.runner import SimError
-    from sim.soc import run_soc
+    from tcore.golden.silicon import KERNELS, Problem, VectorFileError, kernels_in, load, problem
+    from tcore.golden.silicon import is_cublas_file, verify_cublas_file as verify_cublas
+    from tcore.golden.sparse import is_sparse_file, verify_file as verify_sparse
+    from tcore.sim.backends import RTL_BACKENDS, BackendError, run_tiles
+    from tcore.sim.gemm import run_gemm
+    from tcore.sim.runner import SimError
+    from tcore.sim.soc import run_soc
     if client is not None:
-        from golden.distributed import verify_tiles
+        from tcore.golden.distributed import verify_tiles
     # Read and validate every file before running anything: a bad file fails fast.
     jobs = []
     for path in args.files:
@@ -289,7 +289,7 @@ def _check_rtl_shapes(prob, path, through):
 def _sparse_rtl_problems(args, data, path) -> tuple:
     """A sparse tile file's kernels for the RTL core (golden.sparse.TileProblem s); CliError for a
     PyTorch sparse GEMM file or a path other than the core."""
-    from golden.sparse import tile_problems
+    from tcore.golden.sparse import tile_problems
     if "a_meta" not in data:
         raise CliError(f"{path}: PyTorch 2:4 sparse GEMM files run on --backend golden (their "
                        "epilogue rounds outside the tensor core); sparse tile files run through "

@@ -29,8 +29,8 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from rtl.designs import DESIGNS, LINT_PARAMS, make, parameters
-    from sim.runner import design_verilog
+    from tcore.rtl.designs import DESIGNS, LINT_PARAMS, make, parameters
+    from tcore.sim.runner import design_verilog
 
     out = Path(args.o)
     if out.exists() and not out.is_dir():
@@ -84,7 +84,7 @@ def run(args) -> int:
         print(f"wrote {path}  ({', '.join(f'{k}={v}' for k, v in sorted(params.items())) or 'defaults'})",
               flush=True)
         if name == "soc":           # and the plain Verilog testbench that drives it
-            from sim.soc_demo import testbench
+            from tcore.sim.soc_demo import testbench
             tb = out / "tb_soc.v"
             tb.write_text(testbench(params.get("data_width", 128), params.get("addr_width", 32)))
             print(f"wrote {tb}  (plain Verilog testbench: see its header; make soc-demo runs it)")

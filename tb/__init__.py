@@ -1,0 +1,1 @@
+"""cocotb testbenches, one per design, and the formal harnesses (``tcore.sim.formal``)."""
