@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed
 SIM    ?= verilator
 PYTEST_ARGS ?=
 
-.PHONY: venv sim soc-demo cpu-demo test test-all lint formal bench verilog synth plots clean
+.PHONY: venv sim soc-demo cpu-demo test test-all lint formal benchmark bench verilog synth plots clean
 
 venv: $(STAMP)
 
@@ -58,8 +58,11 @@ formal: $(STAMP)
 verilog: $(STAMP)
 	$(BIN)/tcore verilog -o build/verilog
 
-bench: $(STAMP)
-	$(BIN)/tcore bench all
+# The benchmarks (figures, not tests); make bench is the old name.
+benchmark: $(STAMP)
+	$(BIN)/tcore benchmark all
+
+bench: benchmark
 
 # FPGA flow (ECP5, in the pin harness: docs/fpga.md) for the MMA4 core; needs the synth extra (installed here).
 synth: $(STAMP)

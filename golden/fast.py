@@ -10,6 +10,10 @@ is the rounding of that exact sum to FP32 (toward zero, optional cut) or FP16 (n
 done here on the float64's bit fields instead of NumPy's casts; tests compare the two engines
 and the silicon captures bit for bit.
 
+The kernels are cached on disk (numba's ``cache=True``, beside this file); a cache names its
+module (``tcore.golden.fast``), so an edit of this file is what retires one written under an
+older name.
+
 Two kernels, the same arithmetic: :func:`run_fp` for wide products (a unit is a block of
 output rows of one batch entry with all its columns, the vector loops run across columns) and
 :func:`run_tiles` for batches of small tiles (a unit is a group of tiles, the vector loops run

@@ -34,12 +34,20 @@ class Handover:
     #: Bench options (``seed``, ``stall``, ``latency``, ...), each bench's own.
     options: dict = field(default_factory=dict)
 
-    def param(self, name: str) -> int:
-        """A build parameter of the design under test; an error names what is missing."""
-        if name not in self.params:
-            raise KeyError(f"the hand-over for {self.design} has no build parameter {name!r} "
-                           f"(it has {sorted(self.params)})")
-        return self.params[name]
+    @property
+    def build(self):
+        """The design under test as a :class:`tcore.rtl.designs.Build`: a bench asks it for its
+        fields (their defaults included) and for the core's rate (``beat_clocks``)."""
+        from tcore.rtl.designs import Build
+        return Build(self.design, **self.params)
+
+    def param(self, name: str):
+        """A build field of the design under test (its default where the build left it out);
+        an error names the fields the design has."""
+        try:
+            return getattr(self.build, name)
+        except AttributeError as e:
+            raise KeyError(f"the hand-over for {self.design}: {e}") from None
 
     def option(self, name: str, default=None):
         return self.options.get(name, default)

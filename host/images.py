@@ -95,14 +95,14 @@ def sparse_image(values, meta, b) -> np.ndarray:
                            np.ascontiguousarray(b).view(np.uint8).reshape(-1)])
 
 
-def clock_budget(m, n, k, cores=1, extra=0, override=None) -> int:
+def clock_budget(m, n, k, warps=1, extra=0, override=None) -> int:
     """Clocks a GEMM may take before its ``done`` counts as lost: twice the core beats per core
-    (the GEMM top keeps its cores above 0.9 busy), 600 per 16x16 tile for loads and stores,
+    (the GEMM top keeps its warps above 0.9 busy), 600 per 16x16 tile for loads and stores,
     ``extra`` (an FP4 design's decode and epilogue) and a margin; ``override`` if given."""
     if override:
         return int(override)
     beats = m * n * k // 64
-    return 2 * beats // cores + 600 * (m // 16) * (n // 16) + extra + 5000
+    return 2 * beats // warps + 600 * (m // 16) * (n // 16) + extra + 5000
 
 
 def _words(nbytes: int) -> int:

@@ -53,7 +53,7 @@ class AxiLiteRegs(wiring.Component):
     RW field's value or a W1S field's one-clock pulse, an ``In`` for an RO field, and for a
     W1C field an ``Out`` (the sticky bit) and an ``In`` ``<port>_set`` that sets it.  Constant
     fields (ID, VERSION, CAPS) have no port: ``constants`` overrides their defaults,
-    ``{"CAPS": {"cores": 2}}``.
+    ``{"CAPS": {"warps": 2}}``.
 
     A read takes 1 clock from the accepted address to RVALID; a write is applied (and BVALID
     raised) the clock after both its address and data are accepted.  Unmapped addresses get

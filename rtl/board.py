@@ -202,7 +202,7 @@ class BoardTop(wiring.Component):
         fw_wr = fw.write_port(granularity=8)
         fw_rd = fw.read_port(transparent_for=(fw_wr,))
         m.submodules.ram = ram = AxiRam(self._mem_bytes // 16)
-        m.submodules.soc = soc = GemmSoc(addr_width=32, data_width=_WORD, cores=1,
+        m.submodules.soc = soc = GemmSoc(addr_width=32, data_width=_WORD, warps=1,
                                          lanes=self._lanes)
         m.submodules.uart = uart = Uart(self._div)
         for name, member in AxiSignature(32, _WORD).members.items():

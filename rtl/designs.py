@@ -1,11 +1,27 @@
-"""The top-level designs that ``tcore verilog`` writes and the simulators build."""
+"""The top-level designs, and how each is built (:class:`Build`).
+
+A :class:`Build` is one top with the constructor arguments that differ from its defaults: the
+core's multipliers (``lanes``), the DSP flavour, the 2:4 sparse select, the skid register, the
+warps, the memory words, the bus width.  It is what ``tcore verilog`` writes, ``tcore synth``
+places and the simulators build, and it answers what the layers above ask of a design: whether
+it computes an :class:`tcore.numerics.Op` (:meth:`Build.supports`), how many clocks a beat takes
+(:meth:`Build.beat_clocks`), and the name of its build folder (:attr:`Build.tag`).  Named
+presets (:data:`PRESETS`) are the builds the project uses: ``lint`` (what ``make lint``, the
+benches and ``tcore verilog`` build), ``ecp5-85f`` (what ``tcore synth`` places) and
+``ecp5-25f`` (the 16-lane dense core without its skid register, for the 25F parts).
+"""
+
+from dataclasses import dataclass
 
 from amaranth.back import verilog
 from amaranth.hdl import Shape
 from amaranth.lib import data
 
-__all__ = ["DESIGNS", "LINT_PARAMS", "SYNTH_PARAMS", "make", "parameters", "to_verilog",
-           "port_header", "bench_memory"]
+__all__ = ["DESIGNS", "Build", "PRESETS", "preset", "LINT_PARAMS", "SYNTH_PARAMS", "MAX_WARPS",
+           "make", "parameters", "to_verilog", "port_header", "bench_memory"]
+
+#: Warps of the GEMM top and the SoC block (the ``warps`` build field).
+MAX_WARPS = 8
 
 
 #: Each design: the module and top-level class, and the constructor arguments its build fixes.
@@ -59,23 +75,154 @@ def make(name: str, **params):
     return cls(**fixed, **params)
 
 
-# The one table of build parameters.  LINT_PARAMS: what ``tcore verilog``, ``make lint`` and
-# the benches build (``sim.core`` and ``sim.gemm`` take their defaults from it; the GEMM and
-# warp memories grow from these sizes with the job).  SYNTH_PARAMS: what ``tcore synth``
-# places (the GEMM tops with a 64 KiB memory, which block RAMs hold once per read port).
-LINT_PARAMS = {"mma4": {}, "mma4play": {"depth": 2048}, "fragments": {"a_frags": 2, "b_frags": 2, "acc_frags": 2, "load_ports": 2},
-               "wmma": {"mem_words": 16384}, "gemm": {"cores": 1, "mem_words": 32768},
-               "fp4dec": {"lanes": 16}, "fp4gemm": {"cores": 1, "mem_words": 32768},
-               "axilregs": {}, "soc": {}, "uart": {"divisor": 5, "rx_depth": 16},
-               "axiram": {"words": 512}}
-SYNTH_PARAMS = {
-    "mma4": {"dsp": "ecp5"},
-    "gemm": {"cores": 1, "mem_words": 4096},
-    "wmma": {"mem_words": 4096},
-    "fp4dec": {"lanes": 16},
-    "fp4gemm": {"cores": 1, "mem_words": 4096},
-    "soc": {"cores": 1, "data_width": 128},
-}
+def _defaults(name: str) -> dict:
+    """Every keyword a design's constructor takes, with its default (what its build fixes
+    left out)."""
+    import inspect
+    cls, fixed = _class(name)
+    return {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
+            if k != "self" and k not in fixed and p.default is not inspect.Parameter.empty
+            and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+
+
+#: The designs whose datapath computes Ops (``tcore.numerics.Op``), and those of them with the
+#: core's 2:4 sparse path.
+_COMPUTES = ("mma4", "mma4play", "wmma", "gemm", "soc")
+_SPARSE = ("mma4", "mma4play", "gemm")
+
+
+@dataclass(frozen=True, init=False)
+class Build:
+    """How one top is built: the design's name and the constructor arguments that differ from
+    its defaults (a default given is dropped, so two Builds of the same design are equal exactly
+    when they elaborate the same RTL).
+
+    ``Build("gemm", warps=2, lanes=16)``; a field the design does not take is a ValueError
+    naming those it does.  Every field reads as an attribute (``build.lanes``), its default
+    where not given.
+    """
+    design: str
+    fields: tuple
+
+    def __init__(self, design: str, **params):
+        defaults = _defaults(design)
+        unknown = sorted(set(params) - set(defaults))
+        if unknown:
+            raise ValueError(f"design {design} has no build field {unknown[0]!r} (it has "
+                             f"{', '.join(sorted(defaults)) or 'none'})")
+        if "warps" in params and not 1 <= params["warps"] <= MAX_WARPS:
+            raise ValueError(f"warps must be 1 to {MAX_WARPS}, not {params['warps']}")
+        if "lanes" in params and design in _COMPUTES and params["lanes"] not in self._lanes():
+            raise ValueError(f"lanes must be one of {', '.join(map(str, self._lanes()))}, not "
+                             f"{params['lanes']}")
+        object.__setattr__(self, "design", design)
+        object.__setattr__(self, "fields", tuple(sorted(
+            (k, v) for k, v in params.items() if v != defaults[k])))
+
+    @staticmethod
+    def _lanes():
+        from .mma4 import LANES
+        return LANES
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        defaults = _defaults(self.design)
+        if name not in defaults:
+            raise AttributeError(f"design {self.design} has no build field {name!r}")
+        return dict(self.fields).get(name, defaults[name])
+
+    @property
+    def params(self) -> dict:
+        """The constructor arguments that differ from the defaults."""
+        return dict(self.fields)
+
+    def replace(self, **changes) -> "Build":
+        """This build with some fields changed."""
+        return Build(self.design, **{**self.params, **changes})
+
+    @property
+    def tag(self) -> str:
+        """The build's name: the design, then each field that differs from its default
+        (``gemm-lanes16-warps2``): build folders, Verilog files and labels take it."""
+        return self.design + "".join(f"-{k}{v}" for k, v in self.fields)
+
+    def make(self):
+        """The elaboratable top."""
+        return make(self.design, **self.params)
+
+    def verilog(self, header: bool = False) -> str:
+        """Reproducible Verilog of this build (:func:`to_verilog`)."""
+        return to_verilog(self.design, header=header, **self.params)
+
+    def refusal(self, op) -> str | None:
+        """Why this build does not compute ``op`` (a :class:`tcore.numerics.Op`), or None."""
+        if self.design not in _COMPUTES:
+            return f"the {self.design} design computes no MMA"
+        if op.promote is not None:
+            return ("cuBLASLt's FP32 promotion is the library's loop around the tensor core, not "
+                    "a tensor-core operation: the RTL has no such mode")
+        if op.sparse and self.design not in _SPARSE:
+            return f"the {self.design} design has no 2:4 sparse path"
+        if op.sparse and not self.sparse:
+            return f"this {self.design} build has no 2:4 sparse path (sparse=False)"
+        arch = self.arch if self.design == "mma4" else "hopper"
+        from tcore.numerics import UnsupportedOp
+        try:
+            op.on(arch)
+        except UnsupportedOp as e:
+            return str(e)
+        if arch != "hopper" and op.kind not in ("fp16", "bf16"):
+            return f"the {arch} core is modelled for FP16 and BF16 only"
+        return None
+
+    def supports(self, op) -> bool:
+        """Whether this build computes ``op`` (:meth:`refusal` says why not)."""
+        return self.refusal(op) is None
+
+    def beat_clocks(self, op=None) -> int:
+        """Clocks one beat of ``op`` (default: a 16-bit one, a single pass) takes through this
+        build's core, without stalls (:meth:`tcore.rtl.mma4.MMA4.beat_clocks`)."""
+        from .formats import InputKind
+        from .mma4 import MMA4
+        kind = InputKind.FP16 if op is None else InputKind(op.mode_fields["kind"])
+        return MMA4.beat_clocks(kind, self.lanes)
+
+
+def _presets() -> dict:
+    lint = {"mma4": Build("mma4"), "mma4play": Build("mma4play", depth=2048),
+            "fragments": Build("fragments", a_frags=2, b_frags=2, acc_frags=2, load_ports=2),
+            "wmma": Build("wmma", mem_words=16384), "gemm": Build("gemm", mem_words=32768),
+            "fp4dec": Build("fp4dec", lanes=16), "fp4gemm": Build("fp4gemm", mem_words=32768),
+            "axilregs": Build("axilregs"), "soc": Build("soc"),
+            "uart": Build("uart", divisor=5, rx_depth=16), "axiram": Build("axiram", words=512)}
+    # What tcore synth places: the GEMM tops with a 64 KiB memory (block RAMs hold it once per
+    # read port).
+    ecp5_85f = {"mma4": Build("mma4", dsp="ecp5"), "gemm": Build("gemm", mem_words=4096),
+                "wmma": Build("wmma", mem_words=4096), "fp4dec": Build("fp4dec", lanes=16),
+                "fp4gemm": Build("fp4gemm", mem_words=4096), "soc": Build("soc", data_width=128)}
+    # The core that fits an ECP5-25F: 16 lanes, no 2:4 select network, no skid register.
+    ecp5_25f = {"mma4": Build("mma4", dsp="ecp5", lanes=16, sparse=False, skid=False)}
+    return {"lint": lint, "ecp5-85f": ecp5_85f, "ecp5-25f": ecp5_25f}
+
+
+#: The named builds: preset name -> design -> :class:`Build`.
+PRESETS = _presets()
+
+
+def preset(name: str, design: str) -> Build:
+    """The :class:`Build` preset ``name`` has for ``design`` (KeyError naming the choices)."""
+    if name not in PRESETS:
+        raise KeyError(f"no preset {name!r}; presets: {', '.join(PRESETS)}")
+    if design not in PRESETS[name]:
+        raise KeyError(f"preset {name} has no {design} build (it has "
+                       f"{', '.join(PRESETS[name])})")
+    return PRESETS[name][design]
+
+
+# The presets' constructor arguments, as the flows' tables take them.
+LINT_PARAMS = {d: b.params for d, b in PRESETS["lint"].items()}
+SYNTH_PARAMS = {d: b.params for d, b in PRESETS["ecp5-85f"].items()}
 
 
 def _layout_lines(layout, indent: str, base: int = 0, depth: int = 0) -> list:

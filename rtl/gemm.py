@@ -408,13 +408,13 @@ class MatmulTWarp(wiring.Component):
 
 
 class GemmTop(wiring.Component):
-    """The GEMM top (the ``gemm`` design): ``cores`` matmulT warps, each with its own 4x4x4 core,
+    """The GEMM top (the ``gemm`` design): ``warps`` matmulT warps, each with its own 4x4x4 core,
     sharing a memory, and a tile dispenser that hands out 16x16 tiles of D in row-major order.
 
     Write the operands into the memory, set ``cfg``, pulse ``start``; ``done`` rises when every
     tile is stored, and ``cycles`` holds the clocks from ``start`` to ``done``.  ``beats``
     counts core beats (64 FMA each; 128 logical FMA each when sparse), so utilisation =
-    beats * 64 / (cycles * cores * lanes) either way.
+    beats * 64 / (cycles * warps * lanes) either way.
 
     The memory (``lib.memory.Memory``, ``mem_words`` words of 128 bits) models global memory
     with two read ports per warp and one write port, shared by the warps' storers (lowest
@@ -423,8 +423,8 @@ class GemmTop(wiring.Component):
 
     Parameters
     ----------
-    cores : int, 1..8
-        Warps, each with one MMA4 core: peak ``lanes * cores`` FMA per clock.
+    warps : int, 1..8
+        Warps, each with one MMA4 core: peak ``lanes * warps`` FMA per clock.
     mem_words : int
     lanes : 64, 32 or 16
         Each core's multipliers (:class:`rtl.mma4.MMA4`).
@@ -432,15 +432,15 @@ class GemmTop(wiring.Component):
         2:4 sparse A (``GemmConfig.sparse``) supported: each beat is then 128 logical FMA.
     """
 
-    def __init__(self, *, cores: int = 1, mem_words: int = 32768, lanes: int = 64,
+    def __init__(self, *, warps: int = 1, mem_words: int = 32768, lanes: int = 64,
                  sparse: bool = True):
-        if not 1 <= cores <= 8:
-            raise ValueError(f"Cores must be 1 to 8, not {cores!r}")
+        if not 1 <= warps <= 8:
+            raise ValueError(f"Warps must be 1 to 8, not {warps!r}")
         if mem_words < 64 or mem_words & (mem_words - 1) or mem_words > (1 << ADDR_BITS):
             raise ValueError(f"Memory words must be a power of two in 64..2**{ADDR_BITS}, not {mem_words!r}")
-        self._cores, self._mem_words = cores, mem_words
+        self._warps, self._mem_words = warps, mem_words
         self._lanes, self._sparse = lanes, bool(sparse)
-        self.warps = [MatmulTWarp(lanes=lanes, sparse=sparse) for _ in range(cores)]
+        self.warp_units = [MatmulTWarp(lanes=lanes, sparse=sparse) for _ in range(warps)]
         super().__init__({
             "cfg": In(GemmConfig), "start": In(1),
             "busy": Out(1), "done": Out(1), "cycles": Out(32), "beats": Out(32), "tiles_done": Out(2 * TILE_BITS),
@@ -448,8 +448,8 @@ class GemmTop(wiring.Component):
         })
 
     @property
-    def cores(self):
-        return self._cores
+    def warps(self):
+        return self._warps
 
     @property
     def lanes(self):
@@ -479,15 +479,15 @@ class GemmTop(wiring.Component):
         cfg = Signal(GemmConfig)
         run = Signal()
 
-        m.submodules.dispenser = disp = TileDispenser(ports=self._cores, tile_bits=TILE_BITS)
+        m.submodules.dispenser = disp = TileDispenser(ports=self._warps, tile_bits=TILE_BITS)
         m.d.comb += [disp.start.eq(self.start & ~run), disp.tiles_m.eq(self.cfg.tiles_m),
                      disp.tiles_n.eq(self.cfg.tiles_n)]
-        stored_now = Signal(range(self._cores + 1))
-        beats_now = Signal(range(self._cores + 1))
+        stored_now = Signal(range(self._warps + 1))
+        beats_now = Signal(range(self._warps + 1))
         with m.If(self.start & ~run):
             m.d.sync += [run.eq(1), cfg.eq(self.cfg),
                          self.tiles_done.eq(0), self.cycles.eq(0), self.beats.eq(0), self.done.eq(0)]
-        for w, warp in enumerate(self.warps):
+        for w, warp in enumerate(self.warp_units):
             m.submodules[f"warp{w}"] = warp
             rd_a, rd_b = mem.read_port(), mem.read_port()
             with m.If(warp.d.valid & ~writer_busy):
@@ -501,14 +501,14 @@ class GemmTop(wiring.Component):
                          rd_b.addr.eq(warp.b.addr), warp.b.data.eq(rd_b.data), rd_b.en.eq(warp.b.en),
                          warp.tile.eq(disp.tile)]
             wiring.connect(m, warp.claim, disp.claims[w])
-        m.d.comb += [stored_now.eq(sum(w.stored for w in self.warps)),
-                     beats_now.eq(sum(w.beats for w in self.warps))]
+        m.d.comb += [stored_now.eq(sum(w.stored for w in self.warp_units)),
+                     beats_now.eq(sum(w.beats for w in self.warp_units))]
         # The run ends in the clock its last tiles are stored.  Tiles still to store (``left``)
-        # are compared with the 0..cores this clock could store from registers only: the
+        # are compared with the 0..warps this clock could store from registers only: the
         # stores themselves (which follow the host's and the warps' write handshake) then
         # meet only the small ``stored_now == k`` select, not an adder and a wide compare.
         left = Signal(2 * TILE_BITS)
-        left_is = [Signal(name=f"left_is{k}") for k in range(self._cores + 1)]
+        left_is = [Signal(name=f"left_is{k}") for k in range(self._warps + 1)]
         m.d.comb += [lk.eq(left == k) for k, lk in enumerate(left_is)]
         finished = Signal()             # (an empty GEMM, 0 tiles, ends in its first clock)
         m.d.comb += finished.eq(Cat(lk & (stored_now == k) for k, lk in enumerate(left_is)).any())

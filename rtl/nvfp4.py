@@ -256,15 +256,15 @@ class Fp4GemmTop(wiring.Component):
        written back (3 clocks per word).
 
     ``done`` rises at the end; ``cycles`` counts all three phases, ``gemm_cycles`` and ``beats``
-    the GEMM's.  The host port reaches the memory while the design is idle.  ``cores``,
+    the GEMM's.  The host port reaches the memory while the design is idle.  ``warps``,
     ``mem_words`` and ``lanes`` (64, 32 or 16 multipliers per core) are the GEMM top's.
     """
 
     #: The working memory is the GEMM top's (instance ``gemm``): the benches' load/dump hooks.
     BENCH_MEMORY = "gemm.mem"
 
-    def __init__(self, *, cores: int = 1, mem_words: int = 32768, lanes: int = 64):
-        self.gemm = GemmTop(cores=cores, mem_words=mem_words, lanes=lanes, sparse=False)
+    def __init__(self, *, warps: int = 1, mem_words: int = 32768, lanes: int = 64):
+        self.gemm = GemmTop(warps=warps, mem_words=mem_words, lanes=lanes, sparse=False)
         super().__init__({
             "cfg": In(GemmConfig), "fcfg": In(Fp4Config), "start": In(1),
             "busy": Out(1), "done": Out(1), "cycles": Out(32), "gemm_cycles": Out(32),

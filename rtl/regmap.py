@@ -149,7 +149,7 @@ REGISTERS = (
         _const("tf32", 4, 1, 1, "TF32 inputs."),
         _const("fp8", 5, 1, 1, "FP8 inputs (E4M3, E5M2, mixed), FP32 or FP16 accumulators."),
         _const("int8", 6, 1, 1, "INT8 inputs (S8, U8 x S8), S32 accumulators, wrap or satfinite."),
-        _const("cores", 8, 4, 1, "Warps (4x4x4 cores) in the engine."),
+        _const("warps", 8, 4, 1, "Warps (each with a 4x4x4 core) in the engine."),
         _const("data_bytes_log2", 12, 4, 4, "log2 of the AXI4 master's data bytes."),
         _const("max_tiles_log2", 16, 5, 10, "M, N and K are at most 16 * 2**this."),
     ), "What this build does (read-only; set at build time)."),
@@ -238,7 +238,7 @@ PROGRAMMING = """\
    D is in memory; otherwise the run stopped at the error, and no D tile that depends on a
    failed read was written.
 5. Write `STATUS` with `done` = 1 to clear it (and drop `irq`).  `CYCLES` and `BEATS` hold the
-   run's clocks and core beats (64 per 16x16 WMMA step): FP16 utilisation = BEATS / CYCLES / cores.  The
+   run's clocks and core beats (64 per 16x16 WMMA step): FP16 utilisation = BEATS / CYCLES / warps.  The
    counters stop when a run ends; during a run, read `_HI`, `_LO`, then `_HI` again and
    repeat if it changed.
 """

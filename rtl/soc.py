@@ -27,7 +27,7 @@ configuration is refused at ``start`` with an error code and no memory access at
 configuration is latched at ``start``, checked the next clock and the verdict acted on the
 clock after (two clocks before the first tile is claimed, or the refusal is done).
 
-With ``cores`` warps, each warp walks its own D tiles (claimed in row-major order as it
+With ``warps`` warps, each warp walks its own D tiles (claimed in row-major order as it
 becomes free), and its transfers share the AXI4 master with the other warps', so that one
 warp's memory traffic overlaps the others' arithmetic.  Within one warp the steps run one after
 another: one warp is bounded by its own sequence (read, load, mma_sync), several by the read
@@ -579,7 +579,7 @@ def _latch_format(m, cfg, fmt, regs):
 class GemmSoc(wiring.Component):
     """The ``soc`` design: :class:`rtl.axil.AxiLiteRegs` (``s_axil_*``), an AXI4 master
     (``m_axi_*``, :class:`TileDma`), ``irq`` (high while ``STATUS.done`` and ``CTRL.irq_en``),
-    and ``cores`` WMMA warps (:class:`TileWorker`, each a :class:`rtl.wmma.WarpTop` with a 2 KiB
+    and ``warps`` WMMA warps (:class:`TileWorker`, each a :class:`rtl.wmma.WarpTop` with a 2 KiB
     scratch memory).  Clock ``clk``, synchronous active-high reset ``rst``.
 
     The warps share the AXI4 master: each claims the next D tile in row-major order when it is
@@ -596,26 +596,26 @@ class GemmSoc(wiring.Component):
     data_width : int
         AXI4 data bits: 32, 64 or 128 (the scratch memory's words are 128 bits; narrower data
         takes 2 or 4 beats a word).
-    cores : int
+    warps : int
         Warps, 1 to 8.
     lanes : 64, 32 or 16
         Each warp's core's multipliers (:class:`rtl.mma4.MMA4`): an mma_sync takes
         ``WmmaSequencer.mma_cycles_of(kind, lanes)``.
     """
 
-    def __init__(self, *, addr_width: int = 32, data_width: int = 128, cores: int = 1,
+    def __init__(self, *, addr_width: int = 32, data_width: int = 128, warps: int = 1,
                  lanes: int = 64):
         from .axil import flat_members
         if addr_width not in (32, 64):
             raise ValueError(f"Address width must be 32 or 64, not {addr_width!r}")
-        if not 1 <= cores <= 8:
-            raise ValueError(f"The soc design has 1 to 8 warps, not {cores!r}")
-        self._aw, self._dw, self._cores = addr_width, data_width, cores
+        if not 1 <= warps <= 8:
+            raise ValueError(f"The soc design has 1 to 8 warps, not {warps!r}")
+        self._aw, self._dw, self._warps = addr_width, data_width, warps
         self.regs = AxiLiteRegs(constants={"CAPS": {
-            "cores": cores, "data_bytes_log2": (data_width // 8).bit_length() - 1,
+            "warps": warps, "data_bytes_log2": (data_width // 8).bit_length() - 1,
             "max_tiles_log2": MAX_TILES_LOG2}})
         self.dma = TileDma(addr_width=addr_width, data_width=data_width)
-        self.workers = [TileWorker(lanes=lanes, index=i) for i in range(cores)]
+        self.workers = [TileWorker(lanes=lanes, index=i) for i in range(warps)]
         members = {}
         members.update(flat_members("s_axil", self.regs.signature.members["bus"]))
         members.update(flat_members("m_axi", self.dma.signature.members["axi"]))

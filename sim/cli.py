@@ -2,7 +2,7 @@
 :mod:`sim.commands` (each owns its options and its run), and the dispatch.
 
 Subcommands import what they need when they run, so that ``tcore --help`` is instant and
-``tcore bench`` can pin BLAS to one thread before NumPy loads.
+``tcore benchmark`` can pin BLAS to one thread before NumPy loads.
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"tcore {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True, metavar="COMMAND")
     for command in COMMANDS:
-        parser = sub.add_parser(command.NAME, help=command.HELP)
+        parser = sub.add_parser(command.NAME, help=command.HELP,
+                                aliases=getattr(command, "ALIASES", ()))
         command.add_arguments(parser)
         parser.set_defaults(func=command.run)
     return p

@@ -1,8 +1,8 @@
-"""Running whole GEMMs through the GEMM top (``rtl/gemm.py``) on a simulator, or the golden model.
-
-``run_gemm`` returns D and a dict with ``cycles``, ``beats`` (core beats, 64 FMA each) and
-``sim_s``.  Verilator and Icarus run ``tb.gemm_bench`` (memories loaded once, the RTL free
-running); Amaranth's simulator drives the same top through its host port (small GEMMs only).
+"""Whole GEMMs on the GEMM top (``rtl/gemm.py``): :func:`run_gemm` is the engine
+:func:`tcore.sim.run.run` calls for a ``gemm`` build; :func:`run_fp4_gemm` runs NVFP4/MXFP4 on
+the ``fp4gemm`` design.  Verilator and Icarus run ``tb.gemm_bench`` (memories loaded once, the
+RTL free running); Amaranth's simulator drives the same top through its host port (small
+GEMMs only).
 """
 
 from __future__ import annotations
@@ -15,20 +15,17 @@ import time
 
 import numpy as np
 
-from tcore.golden.gemm import check_gemm, matmul_t
-from tcore.numerics import Op
-from tcore.rtl.designs import LINT_PARAMS
+from tcore.rtl.designs import Build, preset
 
 from .runner import SimError, build_dir, build_root, keep_waves, run_bench, wave_file
 
-__all__ = ["run_gemm", "run_sparse_gemm", "run_fp4_gemm", "fp4_reset_bench", "gemm_params", "mem_words_for",
-           "MIN_WORDS", "MAX_WORDS"]
+__all__ = ["run_gemm", "run_fp4_gemm", "fp4_reset_bench", "mem_words_for", "MIN_WORDS",
+           "MAX_WORDS"]
 
-# The GEMM top's memory is a build parameter sized from the job: a power of two, so that jobs
-# share a few builds.
-# 512 KiB (rtl.designs.LINT_PARAMS): the benches, the tests' GEMMs and every captured file
-# share one build.
-MIN_WORDS = LINT_PARAMS["gemm"]["mem_words"]
+# The GEMM top's memory is a build field sized from the job: a power of two, so that jobs
+# share a few builds.  512 KiB (the lint preset): the benches, the tests' GEMMs and every
+# captured file share one build.
+MIN_WORDS = preset("lint", "gemm").mem_words
 MAX_WORDS = 1 << 22     # 64 MiB: the largest memory the simulators build here
 
 
@@ -41,121 +38,65 @@ def mem_words_for(words: int) -> int:
     return max(MIN_WORDS, 1 << max(0, words - 1).bit_length())
 
 
-def gemm_params(cores: int, mem_words: int = MIN_WORDS, lanes: int = 64) -> dict:
-    """The ``gemm`` design's build parameters (``lanes`` only where not the default 64, so
-    that the default build keeps its folder)."""
-    return {"cores": cores, "mem_words": mem_words, **({"lanes": lanes} if lanes != 64 else {})}
+def sized(build: Build, words: int, what: str) -> Build:
+    """``build`` with a memory of at least ``words`` (:func:`mem_words_for`); SimError naming
+    the job (``what``) where it cannot be built."""
+    try:
+        return build.replace(mem_words=max(build.mem_words, mem_words_for(words)))
+    except ValueError as e:
+        raise SimError(f"a {what} {e}") from None
 
 
-def words_needed(m, n, k, out_fmt, esize=2) -> int:
-    return (m * k * esize + k * n * esize + m * n * (2 if out_fmt == "fp16" else 4)) // 16
+def words_needed(m: int, n: int, k: int, op) -> int:
+    """16-byte memory words a dense M x N x K GEMM of ``op`` takes: A, B and D."""
+    esize = op.a_format.bytes
+    return (m * k * esize + k * n * esize + m * n * np.dtype(op.acc_bits).itemsize) // 16
 
 
-def run_gemm(backend: str, a, b, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False,
-             cores=1, lanes=64, waves=False, progress=True):
-    """D = A·B as matmulT on ``backend`` ("golden", "amaranth", "icarus", "verilator").
+def run_gemm(build: Build, batch, backend: str, *, waves=False, progress=True):
+    """D = A·B as matmulT of one :class:`tcore.sim.run.Batch` (A (M, K), B (K, N), C zero) on
+    a ``gemm`` build; a :class:`tcore.sim.run.Result` (``beats``: core beats).
 
-    A (M, K) and B (K, N) bit arrays of ``in_fmt`` / ``b_fmt``; TF32, FP8 and INT8 go to the
-    GEMM top with B column-major (the TN layout), K in steps of 8 (TF32) or 32.
-    ``waves``: False, True or the waveform's name (a run label; True names it after the sizes):
-    the file is moved to ``build/waves/`` and never overwrites an earlier one.  ``lanes``: the
-    multipliers of each warp's core (:class:`rtl.mma4.MMA4`).
-    """
-    m, k = a.shape
-    n = b.shape[1]
-    op = Op(in_fmt, b_fmt, out_fmt, saturate)
-    esize, kstep, b_cols = op.a_format.bytes, op.k_step, op.a_format.b_cols
-    if in_fmt in ("fp16", "bf16"):
-        check_gemm(m, n, k, in_fmt, out_fmt)
-    elif min(m, n) < 16 or m % 16 or n % 16 or k < kstep or k % kstep:
-        raise ValueError(f"{in_fmt}: M and N must be multiples of 16 and K of {kstep}, not "
-                         f"{m}x{n}x{k}")
-    if not 1 <= cores <= 8:
-        raise ValueError(f"--cores must be 1 to 8, not {cores}")
-    if backend == "golden":
-        from tcore.golden import mma
-        t = time.perf_counter()
-        d = mma(a, b, np.zeros((m, n), op.acc_bits), op=op)
-        # A beat is 4 x 4 x beat_k FMA.
-        return d, {"cycles": None, "beats": m * n * k // (16 * op.beat_k),
-                   "sim_s": time.perf_counter() - t}
-    if in_fmt not in ("fp16", "bf16"):
-        if backend not in ("icarus", "verilator"):
-            raise ValueError(f"{in_fmt} GEMMs run on --backend verilator or icarus")
-        _check_tiles(m, n, k)
-        params = gemm_params(cores, mem_words_for(words_needed(m, n, k, out_fmt, esize)), lanes)
-        bt = np.ascontiguousarray(b.T) if b_cols else b
+    TF32, FP8 and INT8 go to the GEMM top with B column-major (the TN layout); a 2:4 sparse A
+    (its stored values and metadata) runs as ``mma.sp`` k32 steps.  ``waves``: False, True
+    or the waveform's name (True names it after the sizes)."""
+    from tcore.host.images import sparse_image, sparse_layout
+    op, x = batch.op, batch.operands
+    a, b = np.asarray(x.a), np.asarray(x.b)
+    m, n, k = x.mnk
+    _check_tiles(m, n, k)
+    fields = op.mode_fields
+    if op.sparse:
+        end = sparse_layout(m, n, k, op.acc == "fp16")[-1]
+        build = sized(build, end, f"{m}x{k}x{n} sparse GEMM")
+        img = sparse_image(a, x.meta, b)
+        job = dict(a=a, b=b, kstep=op.k_step, sparse=1, **fields)
+        label = f"gemm-sparse-{m}x{n}x{k}-{op.a}-{backend}"
+    else:
+        build = sized(build, words_needed(m, n, k, op), f"{m}x{k}x{n} GEMM")
+        if backend == "amaranth":
+            return _run_amaranth(a, b, op, build)
+        bt = np.ascontiguousarray(b.T) if fields["b_cols"] else b
+        # The operands go in as the memory's initial contents (A, then B: host.images.gemm_layout).
         img = np.concatenate([np.ascontiguousarray(a).view(np.uint8).reshape(-1),
                               bt.view(np.uint8).reshape(-1)])
-        job = dict(a=a, b=bt, kstep=kstep, **op.mode_fields)
-        return _gemm_top(backend, params, img, job, (m, n), waves, progress,
-                         f"gemm-{m}x{n}x{k}-{in_fmt}-{backend}")
-    _check_tiles(m, n, k)
-    try:
-        params = gemm_params(cores, mem_words_for(words_needed(m, n, k, out_fmt)), lanes)
-    except ValueError as e:
-        raise ValueError(f"a {m}x{k}x{n} GEMM {e}") from None
-    if backend == "amaranth":
-        return _run_amaranth(a, b, in_fmt, out_fmt, params)
-    if backend not in ("icarus", "verilator"):
-        raise ValueError(f"Backend must be golden, amaranth, icarus or verilator, not {backend!r}")
-    # The operands go in as the memory's initial contents (A, then B: host.images.gemm_layout).
-    img = np.concatenate([a.view(np.uint8).reshape(-1), b.view(np.uint8).reshape(-1)])
-    job = dict(a=a, b=b, kstep=kstep, **op.mode_fields)
-    return _gemm_top(backend, params, img, job, (m, n), waves, progress, f"gemm-{m}x{n}x{k}-{backend}")
+        job = dict(a=a, b=bt, kstep=op.k_step, **fields)
+        label = f"gemm-{m}x{n}x{k}-{op.a}-{backend}"
+    return _gemm_top(backend, build, img, job, (m, n), waves, progress, label)
 
 
-def run_sparse_gemm(backend: str, sp, b, *, out_fmt="fp32", cores=1, lanes=64, waves=False,
-                    progress=True):
-    """D = A·B for a 2:4 sparse A (:class:`golden.sparse.SparseA`, FP16 or BF16, M x K) and B
-    (K x N bits) on ``backend`` ("golden", "icarus", "verilator"): matmulT on the GEMM top,
-    each K step one ``mma.sp`` k32; the golden model is :func:`golden.sparse.mma_sp` with C = 0.
-    ``beats`` are sparse core beats (128 logical FMA each)."""
-    from tcore.golden.sparse import mma_sp
-    from tcore.host.images import sparse_image, sparse_layout
-
-    m, k = sp.shape
-    n = b.shape[1]
-    in_fmt = sp.fmt
-    if in_fmt not in ("fp16", "bf16"):
-        raise ValueError(f"the GEMM top runs 2:4 sparse FP16 or BF16 A, not {in_fmt}")
-    op = Op(in_fmt, acc=out_fmt, sparse=True)
-    if b.shape[0] != k:
-        raise ValueError(f"B has {b.shape[0]} rows but the sparse A's K is {k}")
-    if min(m, n) < 16 or m % 16 or n % 16 or k < op.k_step or k % op.k_step:
-        raise ValueError(f"a 2:4 sparse GEMM takes M and N multiples of 16 and K of "
-                         f"{op.k_step}, not {m}x{n}x{k}")
-    if backend == "golden":
-        t = time.perf_counter()
-        d = mma_sp(sp, b, np.zeros((m, n), op.acc_bits), in_fmt=in_fmt, out_fmt=out_fmt)
-        return d, {"cycles": None, "beats": m * n * k // 128, "sim_s": time.perf_counter() - t}
-    if backend not in ("icarus", "verilator"):
-        raise ValueError(f"2:4 sparse GEMMs run on --backend golden, verilator or icarus, not {backend}")
-    if not 1 <= cores <= 8:
-        raise ValueError(f"--cores must be 1 to 8, not {cores}")
-    _check_tiles(m, n, k)
-    end = sparse_layout(m, n, k, out_fmt == "fp16")[-1]
-    try:
-        params = gemm_params(cores, mem_words_for(end), lanes)
-    except ValueError as e:
-        raise ValueError(f"a {m}x{k}x{n} sparse GEMM {e}") from None
-    img = sparse_image(sp.values, sp.meta, b)
-    job = dict(a=sp.values, b=b, kstep=op.k_step, sparse=1, **op.mode_fields)
-    return _gemm_top(backend, params, img, job, (m, n), waves, progress,
-                     f"gemm-sparse-{m}x{n}x{k}-{in_fmt}-{backend}")
-
-
-def _gemm_top(backend, params, img, job, mn, waves, progress, label):
-    """Run ``job`` on the ``gemm`` design with memory image ``img``; D and the info dict
-    (cycles, beats, sim_s, and the kept waveform, named ``label`` unless ``waves`` names it)."""
+def _gemm_top(backend, build, img, job, mn, waves, progress, label):
+    """Run ``job`` on ``build`` (a ``gemm`` build) with memory image ``img``; the Result
+    (the kept waveform named ``label`` unless ``waves`` names it)."""
+    from .batch import Result
     m, n = mn
-    r = _run_design(backend, "gemm", "tcore.tb.gemm_bench", params, img, job, (m // 16) * (n // 16),
+    r = _run_design(backend, build, "tcore.tb.gemm_bench", img, job, (m // 16) * (n // 16),
                     waves=waves, progress=progress)
-    info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "sim_s": float(r["sim_s"])}
+    kept = None
     if waves:
-        info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "gemm", params, True),
-                                             "gemm"), waves if isinstance(waves, str) else label)
-    return r["d"], info
+        kept = keep_waves(wave_file(backend, build_dir(backend, "gemm", build.params, True),
+                                    "gemm"), waves if isinstance(waves, str) else label)
+    return Result(r["d"], int(r["cycles"]), int(r["beats"]), float(r["sim_s"]), kept)
 
 
 def _check_tiles(m, n, k):
@@ -165,9 +106,9 @@ def _check_tiles(m, n, k):
         raise ValueError(f"M, N and K must be at most {limit} ({(1 << TILE_BITS) - 1} tiles)")
 
 
-def _run_design(backend, design, module, params, image, job: dict, tiles, *, waves, progress,
+def _run_design(backend, build, module, image, job: dict, tiles, *, waves, progress,
                 test="job", options=None):
-    """Run ``module``'s ``job`` test on ``design`` with the memory preloaded with ``image``
+    """Run ``module``'s ``job`` test on ``build`` with the memory preloaded with ``image``
     (bytes) and ``job`` saved for the bench; show a progress bar; return the bench's results."""
     from tcore.host.images import write_memh
 
@@ -184,7 +125,7 @@ def _run_design(backend, design, module, params, image, job: dict, tiles, *, wav
 
         def target():
             try:
-                run_bench(backend, design, module, test, params=params, files=files,
+                run_bench(backend, build.design, module, test, params=build.params, files=files,
                           options=options, waves=waves, quiet=True, plusargs=plusargs)
             except BaseException as e:       # reported in the caller's thread
                 err.append(e)
@@ -211,7 +152,7 @@ def _run_design(backend, design, module, params, image, job: dict, tiles, *, wav
             return {key: r[key] for key in r.files}
 
 
-def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, cores=1, lanes=64):
+def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, build: Build | None = None):
     """Run ``tb.fp4_bench.reset_midrun`` on the quantised GEMM: reset ``reset_at`` clocks after
     start, then the whole job again, checked against :func:`golden.nvfp4.gemm`."""
     from tcore.golden import nvfp4
@@ -222,19 +163,20 @@ def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, cores=1, lanes=64):
     img, cfg, fcfg = fp4_image(qa, qbt)
     job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()},
            "want": nvfp4.gemm(qa, qbt)}
-    params = gemm_params(cores, mem_words_for(img.size // 16), lanes)
-    _run_design(backend, "fp4gemm", "tcore.tb.fp4_bench", params, img, job,
+    build = sized(build or preset("lint", "fp4gemm"), img.size // 16, f"{m}x{k}x{n} GEMM")
+    _run_design(backend, build, "tcore.tb.fp4_bench", img, job,
                 (m // 16) * (n // 16), waves=False, progress=False, test="reset_midrun",
                 options={"reset_at": reset_at})
 
 
-def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, lanes=64, waves=False, progress=True):
+def run_fp4_gemm(backend: str, qa, qbt, *, build: Build | None = None, waves=False, progress=True):
     """D (FP32 bits) for quantised A (M x K) and B^T (N x K) on ``backend`` ("golden",
     "icarus", "verilator"): the ``fp4gemm`` design decodes, runs matmulT and scales by the
-    tensor scales (:class:`rtl.nvfp4.Fp4GemmTop`, its cores of ``lanes`` multipliers); the
+    tensor scales (:class:`rtl.nvfp4.Fp4GemmTop`, its warps of ``lanes`` multipliers); the
     golden model is :func:`golden.nvfp4.gemm`.
     """
     from tcore.golden import nvfp4
+    from tcore.golden.gemm import check_gemm
 
     m, k = qa.codes.shape
     n = qbt.codes.shape[0]
@@ -250,34 +192,38 @@ def run_fp4_gemm(backend: str, qa, qbt, *, cores=1, lanes=64, waves=False, progr
     from tcore.host.images import fp4_image
     img, cfg, fcfg = fp4_image(qa, qbt)
     try:
-        params = gemm_params(cores, mem_words_for(img.size // 16), lanes)
+        build = (build or preset("lint", "fp4gemm")).replace(
+            mem_words=mem_words_for(img.size // 16))
     except ValueError as e:
         raise ValueError(f"a {m}x{k}x{n} {qa.fmt} GEMM {e}") from None
     job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()}}
-    r = _run_design(backend, "fp4gemm", "tcore.tb.fp4_bench", params, img, job, (m // 16) * (n // 16),
+    r = _run_design(backend, build, "tcore.tb.fp4_bench", img, job, (m // 16) * (n // 16),
                     waves=waves, progress=progress)
     info = {"cycles": int(r["cycles"]), "beats": int(r["beats"]), "gemm_cycles": int(r["gemm_cycles"]),
             "sim_s": float(r["sim_s"])}
     if waves:
         label = waves if isinstance(waves, str) else f"fp4gemm-{m}x{n}x{k}-{qa.fmt}-{backend}"
-        info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "fp4gemm", params, True),
+        info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "fp4gemm", build.params, True),
                                              "fp4gemm"), label)
     return r["d"].astype(np.uint32), info
 
 
-def _run_amaranth(a, b, in_fmt, out_fmt, params):
+def _run_amaranth(a, b, op, build):
     from amaranth.sim import Simulator
 
     from tcore.rtl.gemm import GemmTop
     from tcore.host.images import clock_budget, gemm_layout as layout
     from tcore.host.wmma_model import bytes_of, words_of
 
+    from .batch import Result
+
     m, k = a.shape
     n = b.shape[1]
-    acc_f16 = out_fmt == "fp16"
+    acc_f16 = op.acc == "fp16"
     a_base, b_base, d_base, end = layout(m, n, k, acc_f16)
-    words = 1 << max(6, (end - 1).bit_length())
-    dut = GemmTop(cores=params["cores"], mem_words=words, lanes=params.get("lanes", 64))
+    # The smallest memory that holds the job (Amaranth simulates every word).
+    build = build.replace(mem_words=1 << max(6, (end - 1).bit_length()))
+    dut = build.make()
     res = {}
 
     async def bench(ctx):
@@ -289,11 +235,11 @@ def _run_amaranth(a, b, in_fmt, out_fmt, params):
             await ctx.tick()
         ctx.set(dut.host_we, 0)
         ctx.set(dut.cfg, dict(tiles_m=m // 16, tiles_n=n // 16, steps=k // 16, a_base=a_base,
-                              b_base=b_base, d_base=d_base, kind=int(in_fmt == "bf16"), acc_f16=acc_f16))
+                              b_base=b_base, d_base=d_base, kind=op.mode_fields["kind"], acc_f16=acc_f16))
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
-        budget = clock_budget(m, n, k, params["cores"])
+        budget = clock_budget(m, n, k, build.warps)
         waited = 0
         while not ctx.get(dut.done):
             if waited >= budget:
@@ -318,4 +264,4 @@ def _run_amaranth(a, b, in_fmt, out_fmt, params):
     sim.add_testbench(bench)
     t = time.perf_counter()
     sim.run()
-    return res["d"], {"cycles": res["cycles"], "beats": res["beats"], "sim_s": time.perf_counter() - t}
+    return Result(res["d"], res["cycles"], res["beats"], time.perf_counter() - t)

@@ -65,7 +65,7 @@ class GemmJob:
     acc: str = "f32"
     backend: str = "verilator"
     arch: str = "hopper"
-    cores: int = 1
+    warps: int = 1
     #: multipliers of each core (64, 32, 16: ``rtl.mma4.LANES``)
     lanes: int = 64
     seed: int = 1
@@ -95,16 +95,27 @@ class GemmJob:
         return Op(a, b, acc, sat, sparse=self.sparse)
 
     @property
+    def build(self):
+        """The design the job runs on (:class:`tcore.rtl.designs.Build`): the GEMM top, the
+        FP4 top for NVFP4/MXFP4, of ``warps`` warps with cores of ``lanes``; None on the
+        golden model."""
+        from tcore.rtl.designs import preset
+        if self.backend == "golden":
+            return None
+        design = "fp4gemm" if self.format in FP4_FORMATS else "gemm"
+        return preset("lint", design).replace(warps=self.warps, lanes=self.lanes)
+
+    @property
     def out_fmt(self) -> str:
         """D's format: fp32, fp16 or s32."""
         return ACCUMULATORS[self.acc][0]
 
     @property
     def peak(self) -> int:
-        """Products per clock of the cores: ``lanes`` per core, half that for TF32, twice that
+        """Products per clock of the warps: ``lanes`` per core, half that for TF32, twice that
         (logical) for 2:4 sparse A (``rtl.mma4``)."""
         per = self.lanes // 2 if self.format == "tf32" else 2 * self.lanes if self.sparse else self.lanes
-        return per * self.cores
+        return per * self.warps
 
 
 @dataclass
@@ -133,26 +144,22 @@ class GemmResult:
 
 
 def run_job(job: GemmJob, mma: Callable | None = None) -> GemmResult:
-    """Run ``job``; ``mma`` is the golden model of FP16/BF16 jobs (default ``golden.mma``; a
-    dask cluster's with ``functools.partial(golden.distributed.cluster_mma, client)``).
-    GemmError where the simulator fails or refuses the run."""
-    if job.format in lowprec_formats():
-        return _run_lowprec(job)
+    """Run ``job`` through :func:`tcore.sim.run.run`; ``mma`` is the golden model's function
+    (default ``golden.mma``; a dask cluster's with ``functools.partial(
+    golden.distributed.cluster_mma, client)``).  GemmError where the simulator fails or the
+    run is refused."""
     if job.format in FP4_FORMATS:
         return _run_fp4(job)
-    if job.sparse:
-        return _run_sparse(job)
-    if mma is None:
-        from tcore.golden import mma
-    return _run_fp16(job, mma)
+    return _run_op(job, mma)
 
 
 def _simulate(run, *args, **kw):
-    """``run(*args, **kw)`` (a ``sim.gemm`` runner), its errors as GemmError."""
+    """``run(*args, **kw)``, its errors (a refusal, a failed simulation) as GemmError."""
+    from tcore.sim.run import RunError
     from tcore.sim.runner import SimError
     try:
         return run(*args, **kw)
-    except (SimError, ValueError) as e:    # ValueError: the runner's refusals (size, memory)
+    except (RunError, SimError, ValueError) as e:    # ValueError: sizes, memory
         raise GemmError(str(e)) from None
 
 
@@ -165,79 +172,42 @@ def _max_error(d, out_fmt, exact) -> float:
     return float(np.nanmax(diff)) if not np.isnan(diff).all() else float("nan")
 
 
-def _run_fp16(job: GemmJob, mma) -> GemmResult:
-    """FP16/BF16 inputs: the GEMM top's matmulT, or ``mma`` (golden backend, C too)."""
+def _run_op(job: GemmJob, mma) -> GemmResult:
+    """A job of one :class:`numerics.Op`: its operands (random from ``seed``, or the user's;
+    a 2:4 sparse A pruned by the golden pruner and compressed), D on the backend, checked
+    against the golden model; the error against the float64 (INT8: the exact integer) product
+    of the same inputs."""
     import numpy as np
     from tcore.golden.formats import to_float
-    from tcore.sim.gemm import run_gemm
+    from tcore.sim.run import Operands, run
 
     op = job.op
-    in_fmt, out_fmt = op.a, op.acc
     a, b, c = job.a, job.b, job.c
     if a is None:
         a, b = op.random_operands(job.m, job.n, job.k, job.seed)
-    zero = np.zeros((job.m, job.n), op.acc_bits)
-    if job.backend == "golden":
-        t = time.perf_counter()
-        d = mma(a, b, zero if c is None else c, in_fmt=in_fmt, out_fmt=out_fmt, arch=job.arch)
-        info = {"cycles": None, "sim_s": time.perf_counter() - t}
+    dense_a = a
+    if op.sparse:
+        from tcore.golden.sparse import compress
+        sp = compress(a, op.a, prune=True)
+        operands, dense_a = Operands(sp.values, b, None, sp.meta), sp.to_dense()
     else:
-        d, info = _simulate(run_gemm, job.backend, a, b, in_fmt=in_fmt, out_fmt=out_fmt,
-                            cores=job.cores, lanes=job.lanes, waves=job.waves,
-                            progress=job.progress)
-    want = mma(a, b, zero if c is None else c, in_fmt=in_fmt, out_fmt=out_fmt, arch=job.arch)
-    exact = to_float(a, in_fmt) @ to_float(b, in_fmt)
-    if c is not None:
-        exact = exact + to_float(c, out_fmt)
-    return GemmResult(job, d, info["cycles"], info["sim_s"], int((d != want).sum()),
-                      _max_error(d, out_fmt, exact), waves=info.get("waves"))
-
-
-def _run_sparse(job: GemmJob) -> GemmResult:
-    """2:4 sparse A (FP16/BF16): A (random, or the user's) pruned by the golden pruner and
-    compressed; matmulT on the GEMM top in ``mma.sp`` k32 steps, or the golden model.  The
-    error is against the float64 product of the pruned A and B."""
-    import numpy as np
-    from tcore.golden.formats import to_float
-    from tcore.golden.sparse import compress, mma_sp
-    from tcore.sim.gemm import run_sparse_gemm
-
-    op = job.op
-    in_fmt, out_fmt = op.a, op.acc
-    a, b = job.a, job.b
-    if a is None:
-        a, b = op.random_operands(job.m, job.n, job.k, job.seed)
-    sp = compress(a, in_fmt, prune=True)
-    d, info = _simulate(run_sparse_gemm, job.backend, sp, b, out_fmt=out_fmt, cores=job.cores,
-                        lanes=job.lanes, waves=job.waves, progress=job.progress)
-    zero = np.zeros((job.m, job.n), op.acc_bits)
-    want = mma_sp(sp, b, zero, in_fmt=in_fmt, out_fmt=out_fmt)
-    exact = to_float(sp.to_dense(), in_fmt) @ to_float(b, in_fmt)
-    return GemmResult(job, d, info["cycles"], info["sim_s"], int((d != want).sum()),
-                      _max_error(d, out_fmt, exact), waves=info.get("waves"))
-
-
-def _run_lowprec(job: GemmJob) -> GemmResult:
-    """TF32, FP8 and INT8 inputs: random operands, matmulT on the GEMM top (B in the TN
-    layout); the error against the float64 (INT8: the exact integer) product."""
-    import numpy as np
-    from tcore.golden import mma
-    from tcore.golden.formats import to_float
-    from tcore.sim.gemm import run_gemm
-
-    op = job.op
-    a, b = op.random_operands(job.m, job.n, job.k, job.seed)
-    d, info = _simulate(run_gemm, job.backend, a, b, in_fmt=op.a, b_fmt=op.b, out_fmt=op.acc,
-                        saturate=op.saturate, cores=job.cores, lanes=job.lanes,
-                        progress=job.progress, waves=job.waves)
-    want = mma(a, b, np.zeros((job.m, job.n), op.acc_bits), op=op)
+        operands = Operands(a, b, c)
+    r = _simulate(run, job.build, op, operands, job.backend, arch=job.arch, mma=mma,
+                  waves=job.waves, progress=job.progress)
+    want = r.d if job.backend == "golden" else \
+        run(None, op, operands, "golden", arch=job.arch, mma=mma).d
     if op.integer:
-        exact = a.view(op.a_dtype).astype(np.int64) @ b.view(op.b_dtype).astype(np.int64)
-        err = float(np.abs(d.view(op.acc_dtype).astype(np.int64) - exact).max())
+        exact = dense_a.view(op.a_dtype).astype(np.int64) @ b.view(op.b_dtype).astype(np.int64)
+        if c is not None:
+            exact = exact + c.view(op.acc_dtype)
+        err = float(np.abs(r.d.view(op.acc_dtype).astype(np.int64) - exact).max())
     else:
-        err = _max_error(d, op.acc, to_float(a, op.a) @ to_float(b, op.b))
-    return GemmResult(job, d, info["cycles"], info["sim_s"], int((d != want).sum()), err,
-                      waves=info.get("waves"))
+        exact = to_float(dense_a, op.a) @ to_float(b, op.b)
+        if c is not None:
+            exact = exact + to_float(c, op.acc)
+        err = _max_error(r.d, op.acc, exact)
+    return GemmResult(job, r.d, r.cycles, r.sim_s, int((r.d != want).sum()), err,
+                      waves=r.waves)
 
 
 def _run_fp4(job: GemmJob) -> GemmResult:
@@ -251,7 +221,7 @@ def _run_fp4(job: GemmJob) -> GemmResult:
 
     a, b = fp4_operands(job.m, job.n, job.k, job.seed)
     qa, qbt = nvfp4.quantize(a, job.format), nvfp4.quantize(np.ascontiguousarray(b.T), job.format)
-    d, info = _simulate(run_fp4_gemm, job.backend, qa, qbt, cores=job.cores, lanes=job.lanes,
+    d, info = _simulate(run_fp4_gemm, job.backend, qa, qbt, build=job.build,
                         waves=job.waves, progress=job.progress)
     want = nvfp4.gemm(qa, qbt)
     exact = a.astype(np.float64) @ b.astype(np.float64)

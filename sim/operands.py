@@ -9,26 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["OperandError", "random_operands", "lowprec_operands", "fp4_operands", "load_matrix",
+__all__ = ["OperandError", "fp4_operands", "load_matrix",
            "operand_bits"]
 
 
 class OperandError(ValueError):
     """An operand file that cannot be used: missing, not one 2-D array, or of the wrong type."""
-
-
-def random_operands(m, n, k, fmt, seed):
-    """Random A (M, K) and B (K, N) bits of input format ``fmt`` (B of its default partner):
-    :meth:`numerics.Op.random_operands`."""
-    from tcore.numerics import Op
-    return Op(fmt).random_operands(m, n, k, seed)
-
-
-def lowprec_operands(m, n, k, in_fmt, b_fmt, seed):
-    """Random A (M, K) and B (K, N) bits of ``in_fmt`` and ``b_fmt``:
-    :meth:`numerics.Op.random_operands`."""
-    from tcore.numerics import Op
-    return Op(in_fmt, b_fmt).random_operands(m, n, k, seed)
 
 
 def fp4_operands(m, n, k, seed):

@@ -22,7 +22,7 @@ import time
 import warnings
 from pathlib import Path
 
-__all__ = ["SIMULATORS", "ROOT", "build_dir", "setup_path", "verilog_for", "design_verilog", "build", "run_bench",
+__all__ = ["SIMULATORS", "ROOT", "build_dir", "build_tag", "setup_path", "verilog_for", "design_verilog", "build", "run_bench",
            "keep_waves", "wave_note", "SimError"]
 
 SIMULATORS = ("verilator", "icarus")
@@ -77,7 +77,7 @@ def setup_path():
 
 
 def _rtl_hash(design: str, params: dict) -> str:
-    h = hashlib.sha256(json.dumps([design, sorted(params.items())]).encode())
+    h = hashlib.sha256(json.dumps([design, sorted(_canonical(design, params).items())]).encode())
     # rtl/ and the parameter tables it imports (numerics/): an edit of either is a new design.
     for f in sorted((ROOT / "rtl").glob("*.py")) + sorted((ROOT / "numerics").glob("*.py")):
         h.update(f"{f.parent.name}/{f.name}".encode())
@@ -100,12 +100,24 @@ def digest(*parts) -> str:
     return h.hexdigest()
 
 
-def _param_tag(params: dict) -> str:
-    return "".join(f"-{k}{v}" for k, v in sorted(params.items()))
+def _canonical(design: str, params: dict) -> dict:
+    """A design's parameters as its :class:`tcore.rtl.designs.Build` keeps them (defaults
+    dropped), so that one build has one folder however its fields were spelled."""
+    from tcore.rtl.designs import DESIGNS, Build
+    return Build(design, **params).params if design in DESIGNS else dict(params)
+
+
+def build_tag(design: str, params: dict) -> str:
+    """A build's name (:attr:`tcore.rtl.designs.Build.tag`: the design, then each field that
+    differs from its default); a top outside ``rtl.designs`` (the board) appends its own."""
+    from tcore.rtl.designs import DESIGNS, Build
+    if design in DESIGNS:
+        return Build(design, **params).tag
+    return design + "".join(f"-{k}{v}" for k, v in sorted(params.items()))
 
 
 def build_dir(sim: str, design: str, params: dict, waves: bool = False) -> Path:
-    return build_root() / f"{sim}-{design}{_param_tag(params)}{'-waves' if waves else ''}"
+    return build_root() / f"{sim}-{build_tag(design, params)}{'-waves' if waves else ''}"
 
 
 def _say(line: str):
@@ -124,7 +136,7 @@ def verilog_for(design: str, params: dict, say=None) -> Path:
     # A parameter given at its default value is the same design: one file, one elaboration.
     defaults = parameters(design)
     params = {k: v for k, v in params.items() if not (k in defaults and defaults[k] == v)}
-    out = build_root() / "verilog" / f"{design}{_param_tag(params)}.v"
+    out = build_root() / "verilog" / f"{build_tag(design, params)}.v"
     stamp = out.with_suffix(".hash")
     key = _rtl_hash(design, params)
     if out.exists() and stamp.exists() and stamp.read_text() == key:
@@ -132,10 +144,10 @@ def verilog_for(design: str, params: dict, say=None) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     if say:
-        say(f"{design}{_param_tag(params)}: elaborating (Amaranth -> Verilog) ...")
+        say(f"{build_tag(design, params)}: elaborating (Amaranth -> Verilog) ...")
     text = to_verilog(design, **params)
     if say:
-        say(f"{design}{_param_tag(params)}: elaborated in {time.perf_counter() - t0:.1f} s")
+        say(f"{build_tag(design, params)}: elaborated in {time.perf_counter() - t0:.1f} s")
     # Keep the file (and its time stamp) when the Verilog is unchanged, so that an edit of
     # another design does not rebuild this one.  Write atomically: parallel test workers may
     # build the same design.

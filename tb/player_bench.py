@@ -39,9 +39,9 @@ async def play(dut, payloads, groups: int) -> list[int]:
     dut.start.value = 1
     await RisingEdge(dut.clk)
     dut.start.value = 0
-    # Two clocks a beat at most (the 8-bit kinds), 64 // lanes times as many on a core of
-    # fewer lanes, the core's latency, slack.
-    slices = 64 // handover().params.get("lanes", 64)
+    # Two passes a beat at most (the 8-bit kinds), each the build's pass clocks, the core's
+    # latency, slack.
+    slices = handover().build.beat_clocks()
     await with_timeout(RisingEdge(dut.done), (3 * slices * len(payloads) + 200) * CLOCK_NS, "ns")
     return [w & D_MASK for w in await memh.dump_words(dut, 0, groups)]
 

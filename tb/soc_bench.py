@@ -24,27 +24,26 @@ from cocotb.triggers import ClockCycles, ReadOnly, RisingEdge, with_timeout
 from cocotbext.axi import AxiBus, AxiLiteBus, AxiLiteMaster, AxiResp, AxiSlave
 
 from tcore.golden import mma
-from tcore.golden.mma import instr_of
-from tcore.rtl.regmap import IN_BYTES, REGISTERS, ErrorCode, InFormat, register
+from tcore.numerics import Op
+from tcore.rtl.regmap import REGISTERS, ErrorCode, InFormat, register
 from tcore.host.handover import handover
 from tcore.tb.common import pause_channels, start
 
 REG = {r.name: r.offset for r in REGISTERS}
-#: golden input format name -> FORMAT.in_fmt
-IN_CODES = {"fp16": InFormat.FP16, "bf16": InFormat.BF16, "tf32": InFormat.TF32,
-            "e4m3": InFormat.E4M3, "e5m2": InFormat.E5M2, "s8": InFormat.S8, "u8": InFormat.U8}
-
-
-def b_columns(fmt: str) -> bool:
-    """TF32, FP8 and INT8 take B column-major: B^T (N x K) row-major in memory."""
-    return fmt not in ("fp16", "bf16")
+FP16 = Op.parse("fp16->fp32")
 
 
 def format_word(fmt="fp16", b_fmt=None, acc_f16=False, c_given=False, sat=False) -> int:
-    """FORMAT for A in ``fmt`` and B in ``b_fmt`` (None: the kind's own pairing)."""
+    """FORMAT for A in ``fmt`` and B in ``b_fmt`` (None: the kind's own pairing), raw: the
+    bad-configuration test writes combinations no Op has."""
     b_alt = b_fmt is not None and b_fmt != fmt and fmt in ("e4m3", "e5m2")
-    return register("FORMAT").pack(in_fmt=IN_CODES[fmt], acc_f16=acc_f16, c_given=c_given,
-                                   b_alt=b_alt, sat=sat)
+    return register("FORMAT").pack(in_fmt=InFormat[fmt.upper()], acc_f16=acc_f16,
+                                   c_given=c_given, b_alt=b_alt, sat=sat)
+
+
+def op_fields(op: Op) -> dict:
+    """:meth:`Bench.program`'s format fields of an operation."""
+    return dict(fmt=op.a, b_fmt=op.b, acc_f16=op.acc == "fp16", sat=op.saturate)
 
 
 class Memory:
@@ -188,46 +187,25 @@ def budget(m, n, k, kstep=16) -> int:
     return 4 * (steps * 2 * (64 * 2 + 300) + tiles * 2 * (64 * 4 + 200) + 2000)
 
 
-def _bits(rng, shape, fmt):
-    import ml_dtypes
-    if fmt in ("s8", "u8"):
-        return rng.integers(0, 256, shape, dtype=np.uint8) if fmt == "u8" else \
-            rng.integers(-128, 128, shape).astype(np.int8).view(np.uint8)
-    x = rng.standard_normal(shape)
-    conv = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "tf32": np.float32,
-            "e4m3": ml_dtypes.float8_e4m3fn, "e5m2": ml_dtypes.float8_e5m2}[fmt]
-    return x.astype(conv).view({1: np.uint8, 2: np.uint16, 4: np.uint32}[np.dtype(conv).itemsize])
+def operands(rng, m, n, k, op: Op, c_given):
+    """Random A (M x K) and B (K x N) bit patterns of ``op`` (:meth:`Op.random_operands`) and
+    C (M x N) in its accumulator: small integers for S32, standard normal values otherwise
+    (zero unless ``c_given``)."""
+    a, b = op.random_operands(m, n, k, rng)
+    if not c_given:
+        return a, b, np.zeros((m, n), op.acc_bits)
+    c = (rng.integers(-2 ** 20, 2 ** 20, (m, n)) if op.integer else rng.standard_normal((m, n)))
+    return a, b, c.astype(op.acc_dtype).view(op.acc_bits)
 
 
-def operands(rng, m, n, k, fmt, acc_f16, c_given, b_fmt=None):
-    """Random A (M x K), B (K x N) and C (M x N) bit patterns: A in ``fmt``, B in ``b_fmt``
-    (default: the kind's pairing), C FP32, FP16 (``acc_f16``) or S32 (INT8)."""
-    a = _bits(rng, (m, k), fmt)
-    b = _bits(rng, (k, n), b_fmt or ("s8" if fmt == "u8" else fmt))
-    if fmt in ("s8", "u8"):
-        c = rng.integers(-2 ** 20, 2 ** 20, (m, n)).astype(np.int32).view(np.uint32)
-        return a, b, c if c_given else np.zeros((m, n), np.uint32)
-    cdt = np.float16 if acc_f16 else np.float32
-    c = (rng.standard_normal((m, n)).astype(cdt) if c_given else np.zeros((m, n), cdt))
-    return a, b, c.view(np.uint16 if acc_f16 else np.uint32)
-
-
-def want_d(a_bits, b_bits, c_bits, *, fmt, b_fmt=None, acc_f16=False, sat=False):
-    """The golden D of the block (its instruction: wgmma for FP8, mma otherwise)."""
-    out = "s32" if fmt in ("s8", "u8") else ("fp16" if acc_f16 else "fp32")
-    return mma(a_bits, b_bits, c_bits, in_fmt=fmt, b_fmt=b_fmt, out_fmt=out,
-               instr=instr_of(fmt), saturate=sat)
-
-
-async def one_gemm(b: Bench, *, m, n, k, fmt="fp16", acc_f16=False, c_given=False, pad=(8, 8, 8, 8),
-                   b_fmt=None, sat=False):
-    a_bits, b_bits, c_bits = operands(b.np_rng, m, n, k, fmt, acc_f16, c_given, b_fmt)
-    esz = IN_BYTES[IN_CODES[fmt]]
+async def one_gemm(b: Bench, *, m, n, k, op: Op = FP16, c_given=False, pad=(8, 8, 8, 8)):
+    a_bits, b_bits, c_bits = operands(b.np_rng, m, n, k, op, c_given)
+    esz = op.a_format.bytes
     pad = tuple(max(p, 16 // esz) if i < 2 else p for i, p in enumerate(pad))  # rows 16-byte aligned
-    cols = b_columns(fmt)
+    cols = op.mode_fields["b_cols"]
     b_mem = np.ascontiguousarray(b_bits.T) if cols else b_bits      # B^T for the narrow kinds
     lda, ldb, ldc, ldd = k + pad[0], (k if cols else n) + pad[1], n + pad[2], n + pad[3]
-    es = 2 if acc_f16 else 4
+    es = np.dtype(op.acc_bits).itemsize
     base_a = 0x1000
     base_b = base_a + ((m * lda * esz + 0xFFF) & ~0xFFF) + 0xFF0     # rows cross 4 KiB pages
     base_c = base_b + ((b_mem.shape[0] * ldb * esz + 0xFFF) & ~0xFFF) + 0x1000
@@ -238,15 +216,13 @@ async def one_gemm(b: Bench, *, m, n, k, fmt="fp16", acc_f16=False, c_given=Fals
     sentinel = np.frombuffer(bytes([0xA5]) * (m * ldd * es), np.uint8)
     b.mem.data[base_d:base_d + sentinel.size] = sentinel.tobytes()
     await b.program(m=m, n=n, k=k, a=base_a, b=base_b, c=base_c, d=base_d, lda=lda, ldb=ldb,
-                    ldc=ldc, ldd=ldd, fmt=fmt, b_fmt=b_fmt, acc_f16=acc_f16, c_given=c_given, sat=sat)
-    err = await b.run(budget(m, n, k, 8 if fmt == "tf32" else 16))
+                    ldc=ldc, ldd=ldd, c_given=c_given, **op_fields(op))
+    err = await b.run(budget(m, n, k, op.k_step))
     assert err == 0, f"STATUS.error {err} ({ErrorCode(err).name})"
-    out_dt = np.uint16 if acc_f16 else np.uint32
-    got = b.get(base_d, m, n, ldd, out_dt)
-    want = want_d(a_bits, b_bits, c_bits if c_given else np.zeros_like(c_bits), fmt=fmt,
-                  b_fmt=b_fmt, acc_f16=acc_f16, sat=sat)
+    got = b.get(base_d, m, n, ldd, op.acc_bits)
+    want = mma(a_bits, b_bits, c_bits, op=op)         # the block's instruction: the Op's
     bad = int((got != want).sum())
-    assert bad == 0, f"{m}x{n}x{k} {fmt} acc_f16={acc_f16} c_given={c_given}: {bad} of {got.size} differ"
+    assert bad == 0, f"{m}x{n}x{k} {op} c_given={c_given}: {bad} of {got.size} differ"
     # Nothing written outside D's rows (the padding of each row keeps the sentinel).
     for r in range(m):
         at = base_d + r * ldd * es + n * es
@@ -254,29 +230,26 @@ async def one_gemm(b: Bench, *, m, n, k, fmt="fp16", acc_f16=False, c_given=Fals
         assert pad_bytes == bytes([0xA5]) * len(pad_bytes), f"row {r}: padding overwritten"
     cycles = await b.reg_read("CYCLES_LO")
     beats = await b.reg_read("BEATS_LO")
-    kstep = {"tf32": 8, "fp16": 16, "bf16": 16}.get(fmt, 32)       # K of one WMMA step
-    want_beats = (m // 16) * (n // 16) * (k // kstep) * 64              # 64 beats a step
+    want_beats = (m // 16) * (n // 16) * (k // op.k_step) * 64        # 64 beats a WMMA step
     assert beats == want_beats, f"BEATS {beats}, expected {want_beats}"
-    b.dut._log.info(f"{m}x{n}x{k} {fmt} acc_f16={acc_f16} c_given={c_given}: {cycles} clocks, "
+    b.dut._log.info(f"{m}x{n}x{k} {op} c_given={c_given}: {cycles} clocks, "
                     f"utilisation {beats / cycles:.3f}")
     return base_a, base_b, base_c, base_d
 
 
 def cases() -> list:
-    """The ``cases`` option: ``MxNxK:fmt:acc:c`` items (fmt ``fp16``, ``bf16``, ``tf32``,
-    ``e4m3``, ``e5m2``, ``e4m3+e5m2`` (A+B), ``s8``, ``u8``, ``s8sat``; acc ``f32``, ``f16`` or
-    ``s32``; c ``c`` for C given, else ``0``)."""
-    raw = handover().option("cases", "32x32x32:fp16:f32:c,16x48x32:bf16:f32:0,32x16x16:fp16:f16:c,"
-                                     "16x16x16:tf32:f32:c,32x16x64:e4m3:f32:c,16x32x32:e4m3+e5m2:f16:0,"
-                                     "16x16x64:s8sat:s32:c,16x16x32:u8:s32:0")
+    """The ``cases`` option: ``MxNxK:op:c`` items (``op`` an :class:`Op` spelling such as
+    ``fp16->fp32``, ``e4m3.e5m2->fp16`` or ``s8->s32.sat``; ``c``: ``c`` for C given, else
+    ``0``)."""
+    raw = handover().option("cases", "32x32x32:fp16->fp32:c,16x48x32:bf16->fp32:0,"
+                                     "32x16x16:fp16->fp16:c,16x16x16:tf32->fp32:c,"
+                                     "32x16x64:e4m3->fp32:c,16x32x32:e4m3.e5m2->fp16:0,"
+                                     "16x16x64:s8->s32.sat:c,16x16x32:u8->s32:0")
     out = []
     for spec in raw.split(","):
-        shape, fmt, acc, c = spec.split(":")
+        shape, op, c = spec.split(":")
         m, n, k = (int(x) for x in shape.split("x"))
-        sat = fmt.endswith("sat")
-        fmt, _, b_fmt = fmt.removesuffix("sat").partition("+")
-        out.append(dict(m=m, n=n, k=k, fmt=fmt, b_fmt=b_fmt or None, acc_f16=acc == "f16",
-                        c_given=c == "c", sat=sat))
+        out.append(dict(m=m, n=n, k=k, op=Op.parse(op), c_given=c == "c"))
     return out
 
 
@@ -286,7 +259,7 @@ async def gemms(dut):
     await b.start()
     assert await b.reg_read("ID") == 0x74636F72
     caps = register("CAPS").unpack(await b.reg_read("CAPS"))
-    assert caps["cores"] == warps(), caps
+    assert caps["warps"] == warps(), caps
     for case in cases():
         await one_gemm(b, **case)
 
@@ -342,7 +315,7 @@ async def bad_configs(dut):
 
 def warps() -> int:
     """The built design's warps (the design's default, 1, when the build does not set it)."""
-    return int(handover().params.get("cores", 1))
+    return handover().build.warps
 
 
 @cocotb.test()
@@ -353,7 +326,7 @@ async def read_error(dut):
     b = Bench(dut)
     await b.start()
     m, n, k = 32, 32, 32
-    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, "fp16", False, False)
+    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, FP16, False)
     base_a, base_b, base_d = 0x1000, 0x4000, 0x9000
     b.put(base_a, a_bits, k)
     b.put(base_b, b_bits, n)
@@ -387,7 +360,7 @@ async def write_error(dut):
     m, n, k = 16, 32, 16
     base_d = 0x8000
     b.mem.bad_write = range(base_d + 40 * 4, base_d + 41 * 4)      # row 1, column 8
-    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, "fp16", False, False)
+    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, FP16, False)
     b.put(0x1000, a_bits, k)
     b.put(0x2000, b_bits, n)
     await b.program(m=m, n=n, k=k, a=0x1000, b=0x2000, c=0, d=base_d, lda=k, ldb=n, ldc=n, ldd=n)
@@ -403,7 +376,7 @@ async def soft_reset(dut):
     b = Bench(dut)
     await b.start()
     m = n = k = 32
-    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, "fp16", False, False)
+    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, FP16, False)
     b.put(0x1000, a_bits, k)
     b.put(0x4000, b_bits, n)
     await b.program(m=m, n=n, k=k, a=0x1000, b=0x4000, c=0, d=0x8000, lda=k, ldb=n, ldc=n, ldd=n)
@@ -429,7 +402,7 @@ async def decode_errors(dut):
     await b.start()
     b.decode_errors = True
     m = n = k = 16
-    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, "fp16", False, False)
+    a_bits, b_bits, _ = operands(b.np_rng, m, n, k, FP16, False)
     b.put(0x1000, a_bits, k)
     b.put(0x2000, b_bits, n)
     b.mem.bad_read = range(0x2000, 0x2010)                  # B's first row
@@ -457,16 +430,15 @@ async def job(dut):
     h = handover()
     with np.load(h.job) as z:
         a_all, b_all, c_all = z["a"], z["b"], z["c"]
-        fmt, b_fmt = str(z["in_fmt"]), str(z["b_fmt"]) or None
-        acc_f16, c_given, sat = bool(z["acc_f16"]), bool(z["c_given"]), bool(z["sat"])
+        op, c_given = Op.parse(str(z["op"])), bool(z["c_given"])
     batch = a_all.ndim == 3
     if not batch:
         a_all, b_all, c_all = a_all[None], b_all[None], c_all[None]
     _, m, k = a_all.shape
     n = b_all.shape[2]
-    es = 2 if acc_f16 else 4
+    es = np.dtype(op.acc_bits).itemsize
     esz = a_all.dtype.itemsize
-    cols = b_columns(fmt)
+    cols = op.mode_fields["b_cols"]
 
     def after(addr, nbytes):                # the next 4 KiB page after an operand
         return (addr + nbytes + 0xFFF) & ~0xFFF
@@ -480,17 +452,15 @@ async def job(dut):
         b.stats[key] = 0
     t0 = time.perf_counter()
     outs, err, cycles = [], 0, 0
-    kstep = 8 if fmt == "tf32" else 16
     for a_bits, b_bits, c_bits in zip(a_all, b_all, c_all):
         b.put(base_a, a_bits, k)
         b.put(base_b, np.ascontiguousarray(b_bits.T) if cols else b_bits, k if cols else n)
         b.put(base_c, c_bits, n)
         await b.program(m=m, n=n, k=k, a=base_a, b=base_b, c=base_c, d=base_d, lda=k,
-                        ldb=k if cols else n, ldc=n, ldd=n, fmt=fmt, b_fmt=b_fmt,
-                        acc_f16=acc_f16, c_given=c_given, sat=sat)
-        e = await b.run(budget(m, n, k, kstep))
+                        ldb=k if cols else n, ldc=n, ldd=n, c_given=c_given, **op_fields(op))
+        e = await b.run(budget(m, n, k, op.k_step))
         cycles += await b.reg_read("CYCLES_LO") | (await b.reg_read("CYCLES_HI")) << 32
-        outs.append(b.get(base_d, m, n, n, np.uint16 if acc_f16 else np.uint32))
+        outs.append(b.get(base_d, m, n, n, op.acc_bits))
         if e:
             err = e
             break

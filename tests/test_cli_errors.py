@@ -133,7 +133,7 @@ def test_bench_unknown_benchmark(capsys):
 
 
 def test_bench_golden(capsys):
-    code, out, _ = tcore(["bench", "golden", "--tiles", "64", "--json"], capsys)
+    code, out, _ = tcore(["benchmark", "golden", "--tiles", "64", "--json"], capsys)
     r = json.loads(out.strip().splitlines()[-1])
     assert code == 0 and r["tiles"] == 64 and r["dots"] == 64 * 256
     assert r["dots_per_s"] > 0 and r["golden_s"] > 0 and r["matmul_f32_s"] > 0

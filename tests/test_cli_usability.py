@@ -83,7 +83,7 @@ def test_gemm_users_matrices_through_the_rtl(operands, tmp_path, capsys):
     (["--a", "nothere", "--b", "b"], "no such file"),
     (["--m", "16", "--n", "16"], "--k is required"),
     (["--m", "16", "--n", "16", "--k", "16", "--waves"], "no meaning on --backend golden"),
-    (["--m", "16", "--n", "16", "--k", "16", "--cores", "2"], "no meaning on --backend golden"),
+    (["--m", "16", "--n", "16", "--k", "16", "--warps", "2"], "no meaning on --backend golden"),
     (["--m", "16", "--n", "16", "--k", "16", "--seed", "-1"], "--seed"),
 ])
 def test_gemm_refuses_bad_requests_with_one_line(operands, argv, msg, capsys):
@@ -141,16 +141,16 @@ def test_probe_shows_why_nvcc_failed(tmp_path, capsys):
 def test_verilog_takes_design_parameters_and_documents_ports(tmp_path, capsys):
     from tcore.rtl.gemm import GemmConfig
     from tcore.rtl.mma4 import Beat
-    # 16-lane cores: the same ports and layouts as 64, in half the elaboration time; the
+    # 16-lane warps: the same ports and layouts as 64, in half the elaboration time; the
     # parameters of the two-warp GEMM bench's and the 16-lane core bench's builds, whose
     # elaboration (cached in build/verilog) this command shares.
-    code, out, _ = cli(capsys, "verilog", "-o", tmp_path, "--design", "gemm", "--cores", "2",
+    code, out, _ = cli(capsys, "verilog", "-o", tmp_path, "--design", "gemm", "--warps", "2",
                        "--mem-kib", "512", "--lanes", "16")
-    assert code == 0 and "cores=2, lanes=16, mem_words=32768" in out
+    assert code == 0 and "lanes=16, mem_words=32768, warps=2" in out
     code, out, _ = cli(capsys, "verilog", "-o", tmp_path, "--design", "mma4", "--lanes", "16")
     assert code == 0 and "mma4" in out
     gemm = (tmp_path / "gemm.v").read_text()
-    assert "module gemm(" in gemm and "parameters cores=2, lanes=16, mem_words=32768" in gemm
+    assert "module gemm(" in gemm and "parameters lanes=16, mem_words=32768, warps=2" in gemm
     # The header's bit fields are the layouts' own, LSB first.
     lay = data.Layout.cast(GemmConfig)
     for name, field in lay:
@@ -162,7 +162,7 @@ def test_verilog_takes_design_parameters_and_documents_ports(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("argv,msg", [
-    (["--design", "mma4", "--cores", "2"], "has no --cores parameter"),
+    (["--design", "mma4", "--warps", "2"], "has no --warps parameter"),
     (["--design", "gemm", "--mem-kib", "48"], "power of two"),
     (["--design", "mma4", "--mem-kib", "64"], "has no --mem-kib parameter"),
     (["--design", "gemm", "--no-skid"], "--no-skid is for --design mma4"),

@@ -9,11 +9,24 @@ import pytest
 from tcore.golden.gemm import matmul_t
 from tcore.golden.silicon import KERNELS, load
 from tcore.sim.cli import main
-from tcore.sim.operands import random_operands
-from tcore.sim.gemm import gemm_params, run_gemm
+from tcore.numerics import Op
+from tcore.rtl.designs import preset
+from tcore.sim.run import Operands, run
 from tcore.sim.runner import run_bench
 
 from .conftest import SILICON
+
+GEMM = preset("lint", "gemm")
+FP16 = Op.parse("fp16->fp32")
+
+
+def random_operands(m, n, k, fmt, seed):
+    return Op(fmt).random_operands(m, n, k, seed)
+
+
+def gemm(backend, a, b, op=FP16, build=GEMM):
+    """D = A*B on the GEMM top (``build``), or on the golden model, through the runner."""
+    return run(None if backend == "golden" else build, op, Operands(a, b), backend)
 
 
 GEMM_FILES = sorted(p.name for p in SILICON.glob("h200_matmulT_*.npz"))
@@ -25,51 +38,52 @@ GEMM_FILES = sorted(p.name for p in SILICON.glob("h200_matmulT_*.npz"))
 @pytest.mark.parametrize("sim", ["verilator", pytest.param("icarus", marks=pytest.mark.slow)])
 def test_gemm_bench_random(sim):
     tests = ["random_gemms", "reset_midrun"] if sim == "verilator" else ["random_gemms"]
-    run_bench(sim, "gemm", "tcore.tb.gemm_bench", tests, params=gemm_params(1),
+    run_bench(sim, "gemm", "tcore.tb.gemm_bench", tests, params=GEMM.params,
               quiet=True)
 
 
-# Two warps of 16-lane cores: how warps share the tiles and the memory does not depend on the
-# core's size (test_gemm_top_eight_cores runs 64-lane warps), and their build is shorter.
-def test_gemm_bench_random_two_cores():
+# Two warps of 16-lane warps: how warps share the tiles and the memory does not depend on the
+# core's size (test_gemm_top_eight_warps runs 64-lane warps), and their build is shorter.
+def test_gemm_bench_random_two_warps():
     run_bench("verilator", "gemm", "tcore.tb.gemm_bench", ["random_gemms", "reset_midrun"],
-              params=gemm_params(2, lanes=16), quiet=True)
+              params=GEMM.replace(warps=2, lanes=16).params, quiet=True)
 
 
-@pytest.mark.parametrize("cores,lanes,floor", [(1, 64, 0.97), (2, 16, 0.95)])
-def test_gemm_top_bit_exact_and_busy(cores, lanes, floor):
+@pytest.mark.parametrize("warps,lanes,floor", [(1, 64, 0.97), (2, 16, 0.95)])
+def test_gemm_top_bit_exact_and_busy(warps, lanes, floor):
     """128x128x128 FP16 -> FP32 on one 64-lane warp and two 16-lane ones: every bit equals the
-    golden model, every FMA is done once (beats = MNK/64), and the cores are busy at least
+    golden model, every FMA is done once (beats = MNK/64), and the warps are busy at least
     ``floor`` of the clocks (a beat takes 64 / lanes clocks)."""
     m = n = k = 128
     a, b = random_operands(m, n, k, "fp16", 7)
-    d, info = run_gemm("verilator", a, b, cores=cores, lanes=lanes, progress=False)
-    assert np.array_equal(d, matmul_t(a, b))
-    assert info["beats"] == m * n * k // 64
-    util = info["beats"] * (64 // lanes) / (info["cycles"] * cores)
-    assert floor <= util <= 1, f"{cores} core(s): utilisation {util:.3f} ({info['cycles']} clocks)"
+    build = GEMM.replace(warps=warps, lanes=lanes)
+    r = gemm("verilator", a, b, build=build)
+    assert np.array_equal(r.d, matmul_t(a, b))
+    assert r.beats == m * n * k // 64
+    util = r.beats * build.beat_clocks() / (r.cycles * warps)
+    assert floor <= util <= 1, f"{warps} warp(s): utilisation {util:.3f} ({r.cycles} clocks)"
 
 
 def test_gemm_top_in_amaranth_reads_d_through_its_host_port():
     """Amaranth's simulator runs the GEMM top and reads D back through the host port, one word
     a clock, each two clocks after its address (host_rdata is registered): bit-exact."""
     a, b = random_operands(16, 32, 16, "fp16", 3)
-    d, info = run_gemm("amaranth", a, b, lanes=16, progress=False)
-    assert np.array_equal(d, matmul_t(a, b))
-    assert info["beats"] == 16 * 32 * 16 // 64
+    r = gemm("amaranth", a, b, build=GEMM.replace(lanes=16))
+    assert np.array_equal(r.d, matmul_t(a, b))
+    assert r.beats == 16 * 32 * 16 // 64
 
 
 @pytest.mark.slow
 @pytest.mark.timeout(3600)
-def test_gemm_top_eight_cores():
+def test_gemm_top_eight_warps():
     """256x256x128 on 8 warps (a 13-minute build): bit-exact, utilisation at least 0.93."""
     m, n, k = 256, 256, 128
     a, b = random_operands(m, n, k, "fp16", 8)
-    d, info = run_gemm("verilator", a, b, cores=8, progress=False)
-    assert np.array_equal(d, matmul_t(a, b))
-    assert info["beats"] == m * n * k // 64
-    util = info["beats"] / (info["cycles"] * 8)
-    assert 0.93 <= util <= 1, f"8 cores: utilisation {util:.3f} ({info['cycles']} clocks)"
+    r = gemm("verilator", a, b, build=GEMM.replace(warps=8))
+    assert np.array_equal(r.d, matmul_t(a, b))
+    assert r.beats == m * n * k // 64
+    util = r.beats / (r.cycles * 8)
+    assert 0.93 <= util <= 1, f"8 warps: utilisation {util:.3f} ({r.cycles} clocks)"
 
 
 @pytest.mark.slow
@@ -79,10 +93,10 @@ def test_gemm_top_large_k():
     model, every FMA done once, and the core stays busy."""
     m, n, k = 32, 32, 8192
     a, b = random_operands(m, n, k, "fp16", 9)
-    d, info = run_gemm("verilator", a, b, progress=False)
-    assert np.array_equal(d, matmul_t(a, b))
-    assert info["beats"] == m * n * k // 64
-    assert info["beats"] / info["cycles"] >= 0.99, f"{info['cycles']} clocks"
+    r = gemm("verilator", a, b)
+    assert np.array_equal(r.d, matmul_t(a, b))
+    assert r.beats == m * n * k // 64
+    assert r.beats / r.cycles >= 0.99, f"{r.cycles} clocks"
 
 
 def test_memory_sized_from_the_job():
@@ -94,8 +108,8 @@ def test_memory_sized_from_the_job():
     from tcore.sim.gemm import MAX_WORDS, MIN_WORDS, mem_words_for, words_needed
     assert mem_words_for(1) == MIN_WORDS == 32768
     assert mem_words_for(32769) == 65536 and mem_words_for(65536) == 65536
-    assert mem_words_for(words_needed(32, 32, 8192, "fp32")) == 131072
-    assert mem_words_for(words_needed(48, 32, 4096, "fp32")) == 65536     # the held-back capture
+    assert mem_words_for(words_needed(32, 32, 8192, FP16)) == 131072
+    assert mem_words_for(words_needed(48, 32, 4096, FP16)) == 65536     # the held-back capture
     assert mem_words_for(MAX_WORDS) == MAX_WORDS
     with pytest.raises(ValueError, match="memory words"):
         mem_words_for(MAX_WORDS + 1)
@@ -128,7 +142,7 @@ def test_tcore_gemm_json(capsys):
     code = main(["gemm", "--m", "64", "--n", "32", "--k", "64", "--backend", "verilator", "--json"])
     r = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert code == 0 and r["mismatches"] == 0
-    for key in ("m", "n", "k", "cores", "backend", "cycles", "fma_per_cycle", "peak_fma_per_cycle",
+    for key in ("m", "n", "k", "warps", "backend", "cycles", "fma_per_cycle", "peak_fma_per_cycle",
                 "mismatches", "max_abs_err_vs_fp64", "wall_s", "sim_cycles_per_s"):
         assert key in r
     assert r["fma_per_cycle"] == pytest.approx(64 * 32 * 64 / r["cycles"])
@@ -145,7 +159,7 @@ def test_tcore_gemm_fp16_accumulate_on_icarus(capsys):
 @pytest.mark.parametrize("argv,msg", [
     (["--m", "20", "--n", "16", "--k", "16"], "multiple of 16"),
     (["--m", "16", "--n", "16", "--k", "16", "--format", "bf16", "--acc", "f16"], "unsupported operation bf16->fp16: "),
-    (["--m", "16", "--n", "16", "--k", "16", "--cores", "9"], "1 to 8"),
+    (["--m", "16", "--n", "16", "--k", "16", "--warps", "9"], "1 to 8"),
     (["--m", "4096", "--n", "4096", "--k", "4096"], "memory words"),
 ])
 def test_tcore_gemm_refuses_bad_requests(argv, msg, capsys):
@@ -157,14 +171,15 @@ def test_tcore_gemm_refuses_bad_requests(argv, msg, capsys):
 @pytest.mark.parametrize("kernel", ["f16_f32", "bf16_f32", "f16_f16"])
 @pytest.mark.parametrize("name", GEMM_FILES)
 def test_golden_gemm_backend_equals_silicon(name, kernel):
-    """The golden backend of ``tcore gemm`` / run_gemm against the H200's own matmulT output
+    """The golden backend of ``tcore gemm`` / the runner against the H200's own matmulT output
     (an independent reference: the captured D)."""
     data = load(SILICON / name)
     k = KERNELS[kernel]
     if data["a"].shape[1] % 16 or (k.c_key in data and np.any(data[k.c_key] != 0)):
         pytest.skip("not a matmulT case")
-    d, info = run_gemm("golden", data["a"], data["b"], in_fmt=k.in_fmt, out_fmt=k.out_fmt)
-    assert info["cycles"] is None
+    r = gemm("golden", data["a"], data["b"], k.op)
+    d = r.d
+    assert r.cycles is None
     assert np.array_equal(d, data[k.d_key]), f"{name} {kernel}: {(d != data[k.d_key]).sum()} differ"
     # The comparison can fail: Ampere's rule (block 8, grid 2^(E-24)) on the same inputs misses.
     if kernel == "f16_f32":
@@ -182,8 +197,8 @@ def test_golden_gemm_backend_on_exact_integers():
     a = ai.astype(np.float16).view(np.uint16)
     b = bi.astype(np.float16).view(np.uint16)
     exact = ai @ bi                                  # |D| <= 48 * 64: exact in FP16 and FP32
-    d32, _ = run_gemm("golden", a, b, out_fmt="fp32")
-    d16, _ = run_gemm("golden", a, b, out_fmt="fp16")
+    d32 = gemm("golden", a, b).d
+    d16 = gemm("golden", a, b, Op.parse("fp16->fp16")).d
     assert np.array_equal(d32.view(np.float32), exact.astype(np.float32))
     assert np.array_equal(d16.view(np.float16), exact.astype(np.float16))
 
@@ -246,12 +261,12 @@ def test_torch_fp8_gemm_through_gemm_top(capsys):
 
 
 @pytest.mark.slow
-def test_gemm_top_with_16_lane_cores(capsys):
-    """The GEMM top of 16-lane cores: its bench (random GEMMs, reset in mid-run), one FP16 and
+def test_gemm_top_with_16_lane_warps(capsys):
+    """The GEMM top of 16-lane warps: its bench (random GEMMs, reset in mid-run), one FP16 and
     one FP8 GEMM bit-exact at over 0.95 of the 16-lane peak (16 FMA per clock in both), and
     every silicon GEMM file, bit for bit."""
     run_bench("verilator", "gemm", "tcore.tb.gemm_bench", ["random_gemms", "reset_midrun"],
-              params=gemm_params(1, 32768, 16), quiet=True)
+              params=GEMM.replace(lanes=16).params, quiet=True)
     for argv in (["--format", "fp16"], ["--format", "e4m3"]):
         assert main(["gemm", "--m", "64", "--n", "64", "--k", "128", "--lanes", "16", "--json",
                      *argv]) == 0
@@ -275,25 +290,25 @@ def test_sparse_gemm_through_gemm_top(fmt, out_fmt, shape):
     pruned A (the k32 fuses twice the products of a dense step)."""
     from tcore.golden import mma
     from tcore.golden.sparse import compress, mma_sp
-    from tcore.sim.gemm import run_sparse_gemm
     m, n, k = shape
     a, b = random_operands(m, n, k, fmt, 11)
     sp = compress(a, fmt, prune=True)
     zero = np.zeros((m, n), np.uint16 if out_fmt == "fp16" else np.uint32)
-    d, info = run_sparse_gemm("verilator", sp, b, out_fmt=out_fmt, progress=False)
+    r = run(GEMM, Op(fmt, acc=out_fmt, sparse=True), Operands(sp.values, b, None, sp.meta),
+            "verilator")
+    d = r.d
     assert np.array_equal(d, mma_sp(sp, b, zero, in_fmt=fmt, out_fmt=out_fmt))
-    assert info["beats"] == m * n * k // 128
+    assert r.beats == m * n * k // 128
     assert not np.array_equal(d, mma(sp.to_dense(), b, zero, in_fmt=fmt, out_fmt=out_fmt))
 
 
 def test_sparse_gemm_on_icarus():
     from tcore.golden.sparse import compress, mma_sp
-    from tcore.sim.gemm import run_sparse_gemm
     a, b = random_operands(16, 16, 64, "fp16", 12)
     sp = compress(a, "fp16", prune=True)
-    d, info = run_sparse_gemm("icarus", sp, b, progress=False)
-    assert np.array_equal(d, mma_sp(sp, b, np.zeros((16, 16), np.uint32)))
-    assert info["beats"] == 16 * 16 * 64 // 128
+    r = run(GEMM, Op("fp16", sparse=True), Operands(sp.values, b, None, sp.meta), "icarus")
+    assert np.array_equal(r.d, mma_sp(sp, b, np.zeros((16, 16), np.uint32)))
+    assert r.beats == 16 * 16 * 64 // 128
 
 
 def test_tcore_gemm_sparse_rate(capsys):

@@ -404,11 +404,11 @@ def test_plot_fp8_accumulation_writes_a_png(tmp_path, monkeypatch, capsys):
 
 
 def test_bench_golden_has_a_line_per_input_kind(capsys):
-    assert main(["bench", "golden", "--tiles", "4", "--json"]) == 0
+    assert main(["benchmark", "golden", "--tiles", "4", "--json"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     r = json.loads(out[-1])
     assert set(r["kinds"]) == {"fp16_f32", "bf16_f32", "fp16_f16", "e4m3_f32", "tf32_f32", "s8_s32"}
     assert all(x["dots"] == 4 * 256 and x["dots_per_s"] > 0 and x["ratio"] > 0
                for x in r["kinds"].values())
     assert sum(line.startswith(("FP", "BF", "TF", "INT")) for line in out) == 6
-    assert main(["bench", "golden", "--tiles", "0"]) == 2
+    assert main(["benchmark", "golden", "--tiles", "0"]) == 2

@@ -15,10 +15,14 @@ import pytest
 from tcore.golden import mma
 from tcore.golden.silicon import load, problem
 from tcore.rtl.mma4 import MMA4
-from tcore.sim.core import DEFAULT_PARAMS, run_core, run_many
+from tcore.numerics import Op
+from tcore.rtl.designs import preset
+from tcore.sim.run import Operands, run, run_batches
 from tcore.sim.runner import SimError, run_bench
 
-from .conftest import SILICON
+from .conftest import SILICON, kernel_batch, sparse_batch
+
+CORE = preset("lint", "mma4")
 
 SIMS = ["verilator", "icarus"]
 LATENCY = MMA4.latency_of()
@@ -29,7 +33,7 @@ def test_bench_random_stalls_throughput_reset(sim):
     # Icarus (~100 clocks/s with the core busy) takes one random tile per kernel and 24 groups.
     run_bench(sim, "mma4", "tcore.tb.mma4_bench",
               ["random_stalls", "throughput_latency", "reset_midstream", "groups_and_format_changes"],
-              params=DEFAULT_PARAMS, quiet=True,
+              params=CORE.params, quiet=True,
               options={"latency": LATENCY, "seed": 11,
                        **({"tiles": 1, "groups": 24, "kernels": 3} if sim == "icarus" else {})})
 
@@ -37,7 +41,7 @@ def test_bench_random_stalls_throughput_reset(sim):
 def test_bench_has_teeth_on_latency():
     """The throughput/latency check fails when told a latency the core does not have."""
     with pytest.raises(SimError, match="throughput_latency"):
-        run_bench("verilator", "mma4", "tcore.tb.mma4_bench", "throughput_latency", params=DEFAULT_PARAMS,
+        run_bench("verilator", "mma4", "tcore.tb.mma4_bench", "throughput_latency", params=CORE.params,
                   options={"latency": LATENCY + 1}, quiet=True)
 
 
@@ -55,14 +59,13 @@ CASES = {
 def test_silicon_through_core(sim, kernel):
     """Every file of CASES in one simulator run per kernel."""
     probs = [(name, problem(load(SILICON / name), kernel, tiles)) for name, tiles in CASES[sim]]
-    results = run_many("core", sim, [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt)
-                                     for _, p in probs])
+    results = run_batches(CORE, [kernel_batch(p) for _, p in probs], sim)
     assert len(results) == len(probs)
-    for (name, p), (d, info) in zip(probs, results):
-        bad = int((d != p.expected).sum())
-        assert bad == 0, f"{name} {kernel} on {sim}: {bad} of {d.size} outputs differ from the H200"
+    for (name, p), r in zip(probs, results):
+        bad = int((r.d != p.expected).sum())
+        assert bad == 0, f"{name} {kernel} on {sim}: {bad} of {r.d.size} outputs differ from the H200"
         steps = p.a.shape[2] // 16
-        assert info["cycles"] >= len(p.c) * 64 * steps     # one beat per clock at best
+        assert r.cycles >= len(p.c) * 64 * steps     # one beat per clock at best
 
 
 def test_core_with_stalls_matches_golden():
@@ -71,14 +74,14 @@ def test_core_with_stalls_matches_golden():
     a = rng.standard_normal((3, 16, 64)).astype(np.float16).view(np.uint16)
     b = rng.standard_normal((3, 64, 16)).astype(np.float16).view(np.uint16)
     c = rng.standard_normal((3, 16, 16)).astype(np.float16).view(np.uint16)
-    d, _ = run_core("verilator", a, b, c, in_fmt="fp16", out_fmt="fp16", stall=0.4, seed=5)
-    assert np.array_equal(d, mma(a, b, c, out_fmt="fp16"))
+    r = run(CORE, Op.parse("fp16->fp16"), Operands(a, b, c), "verilator", stall=0.4, seed=5)
+    assert np.array_equal(r.d, mma(a, b, c, out_fmt="fp16"))
 
 
 def test_amaranth_simulator_backend():
     p = problem(load(SILICON / "h200_targeted.npz"), "f16_f16", 1)
-    d, info = run_core("amaranth", p.a, p.b, p.c, in_fmt="fp16", out_fmt="fp16")
-    assert np.array_equal(d, p.expected) and info["cycles"] >= 64
+    r = run(CORE, p.kernel.op, Operands(p.a, p.b, p.c), "amaranth")
+    assert np.array_equal(r.d, p.expected) and r.cycles >= 64
 
 
 def test_verify_cli_with_waves_names_the_waveform(capsys):
@@ -117,7 +120,6 @@ def test_core_built_for_other_generations(arch, sim, tiles):
     parameter sets bit for bit, on random tiles and on the designed silicon tiles (whose
     H200 results these generations would not give)."""
     from tcore.golden import get_arch
-    from tcore.sim.backends import run_tiles
     from tcore.tb.mma4_bench import random_tiles
     rng = np.random.default_rng(21)
     kernels = [("f16_f32", "fp16", "fp32"), ("f16_f16", "fp16", "fp16")]
@@ -130,7 +132,7 @@ def test_core_built_for_other_generations(arch, sim, tiles):
             p = problem(load(SILICON / name), kernel, tiles)
             parts.append((p.a, p.b, p.c))
         a, b, c = (np.concatenate(x) for x in zip(*parts))
-        d, _ = run_tiles(sim, a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, arch=arch)
+        d = run(CORE.replace(arch=arch), Op(in_fmt, acc=out_fmt), Operands(a, b, c), sim).d
         want = mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, arch=arch)
         bad = int((d != want).sum())
         assert bad == 0, f"{arch} {kernel} on {sim}: {bad} of {d.size} outputs differ from the golden model"
@@ -151,13 +153,11 @@ def test_silicon_through_the_ecp5_dsp_variant(sim, tiles):
     """The core tcore synth places instantiates MULT18X18D blocks instead of ``*``: simulated
     with the behavioural MULT18X18D model (rtl/lint/MULT18X18D.v; Yosys has only a blackbox),
     silicon tiles of every kernel are bit-exact."""
-    batches, probs = [], []
-    for kernel in ("f16_f32", "bf16_f32", "f16_f16"):
-        p = problem(load(SILICON / "h200_targeted.npz"), kernel, tiles)
-        probs.append(p)
-        batches.append((p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt))
-    results = run_many("core", sim, batches, params={"dsp": "ecp5"})
-    for p, (d, _) in zip(probs, results):
+    probs = [problem(load(SILICON / "h200_targeted.npz"), kernel, tiles)
+             for kernel in ("f16_f32", "bf16_f32", "f16_f16")]
+    results = run_batches(CORE.replace(dsp="ecp5"), [kernel_batch(p) for p in probs], sim)
+    for p, r in zip(probs, results):
+        d = r.d
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{p.kernel.name} on {sim} (dsp=ecp5): {bad} of {d.size} outputs differ"
 
@@ -168,13 +168,12 @@ LOWPREC = SILICON / "lowprec"
 def _lowprec_problems(tiles=None):
     """(file name, problem) for ``tiles`` tiles (None: all) of every kernel of every
     low-precision capture."""
-    from tcore.sim.backends import RTL_KERNELS
-    from tcore.golden.silicon import kernels_in
+    from tcore.golden.silicon import KERNELS, kernels_in
     probs = []
     for path in sorted(LOWPREC.glob("*.npz")):
         data = load(path)
         for kernel in kernels_in(data):
-            assert kernel in RTL_KERNELS, f"{path.name}: {kernel} has no RTL path"
+            assert CORE.supports(KERNELS[kernel].op), f"{path.name}: {kernel} has no RTL path"
             probs.append((path.name, problem(data, kernel, tiles)))
     return probs
 
@@ -193,8 +192,7 @@ def _lowprec_few(k_per_file: int = 64, most: int = 4, chains: int | None = None)
     kernel meets several files and the tiles are not always the first.  ``chains``: only that
     many chained-wgmma files of each input kind (their tiles are 512 and 1,024 clocks, two
     thirds of all the clocks with every file)."""
-    from tcore.sim.backends import RTL_KERNELS
-    from tcore.golden.silicon import kernels_in
+    from tcore.golden.silicon import KERNELS, kernels_in
     probs = []
     kept: dict[str, int] = {}
     for i, path in enumerate(sorted(LOWPREC.glob("*.npz"))):
@@ -208,7 +206,7 @@ def _lowprec_few(k_per_file: int = 64, most: int = 4, chains: int | None = None)
         n_tiles, k = data["a"].shape[0], data["a"].shape[-1]
         for j in range(min(most, max(1, k_per_file // k))):
             kernel = kernels[(i + j) % len(kernels)]
-            assert kernel in RTL_KERNELS, f"{path.name}: {kernel} has no RTL path"
+            assert CORE.supports(KERNELS[kernel].op), f"{path.name}: {kernel} has no RTL path"
             p = problem(data, kernel)
             t = slice((5 * i + 11 * j) % n_tiles, None)
             probs.append((path.name, dataclasses.replace(p, a=p.a[t][:1], b=p.b[t][:1],
@@ -236,15 +234,14 @@ def test_lowprec_silicon_through_core(sim, few):
     kernels = {p.kernel.name for _, p in probs}
     assert {"tf32_f32", "e4m3_f32", "e5m2_f32", "e4m3_e5m2_f32", "e4m3_f16", "s8_s32",
             "s8_s32_sat", "u8_s8_s32"} <= kernels
-    results = run_many("core", sim, [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
-                                      p.kernel.b_fmt, p.kernel.saturate) for _, p in probs])
+    results = run_batches(CORE, [kernel_batch(p) for _, p in probs], sim)
     assert len(results) == len(probs)
-    for (name, p), (d, _) in zip(probs, results):
+    for (name, p), d in zip(probs, (r.d for r in results)):
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{name} {p.kernel.name} on {sim}: {bad} of {d.size} outputs differ from the H200"
 
 
-# --- cores of fewer lanes ---------------------------------------------------------------------
+# --- warps of fewer lanes ---------------------------------------------------------------------
 
 def test_lanes_parameter_timing_and_refusal():
     """A pass takes 64 // lanes clocks: beats of every kind and group latencies follow."""
@@ -265,19 +262,17 @@ def test_bench_of_a_16_lane_core():
     for the 8-bit kinds) and the exact latency, reset in mid-stream, groups of 1 to 4 beats;
     then silicon tiles of every low-precision file, of the FP16/BF16 kernels and of the 2:4
     sparse captures through it (with stalls, so through the same build), bit for bit."""
-    params = {"lanes": 16}
+    core = CORE.replace(lanes=16)
     run_bench("verilator", "mma4", "tcore.tb.mma4_bench",
               ["random_stalls", "throughput_latency", "reset_midstream", "groups_and_format_changes"],
-              params=params, quiet=True, options={"latency": LATENCY, "lanes": 16, "seed": 12})
+              params=core.params, quiet=True, options={"latency": LATENCY, "seed": 12})
     probs = _lowprec_few(k_per_file=32, most=1) + [
         ("h200_targeted.npz", problem(load(SILICON / "h200_targeted.npz"), k, 2))
         for k in ("f16_f32", "bf16_f32", "f16_f16")]
     sparse = _sparse_problems(2)
-    results = run_many("core", "verilator", [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
-                                              p.kernel.b_fmt, p.kernel.saturate) for _, p in probs]
-                       + [(p.sp.values, p.b, p.c, p.in_fmt, p.out_fmt, None, False, p.sp.meta)
-                          for _, p in sparse], stall=0.1, seed=3, params=params)
-    for (name, p), (d, _) in zip(probs + sparse, results):
+    results = run_batches(core, [kernel_batch(p) for _, p in probs]
+                          + [sparse_batch(p) for _, p in sparse], "verilator", stall=0.1, seed=3)
+    for (name, p), d in zip(probs + sparse, (r.d for r in results)):
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{name} {getattr(p, 'kernel', p).name} (16 lanes): {bad} of {d.size} outputs differ"
 
@@ -292,11 +287,9 @@ def test_silicon_through_cores_of_fewer_lanes(lanes):
                                    for name, tiles in CASES["verilator"]
                                    for k in ("f16_f32", "bf16_f32", "f16_f16")]
     sparse = _sparse_problems()
-    results = run_many("core", "verilator", [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
-                                              p.kernel.b_fmt, p.kernel.saturate) for _, p in probs]
-                       + [(p.sp.values, p.b, p.c, p.in_fmt, p.out_fmt, None, False, p.sp.meta)
-                          for _, p in sparse], params={"lanes": lanes})
-    for (name, p), (d, info) in zip(probs + sparse, results):
+    results = run_batches(CORE.replace(lanes=lanes), [kernel_batch(p) for _, p in probs]
+                          + [sparse_batch(p) for _, p in sparse], "verilator")
+    for (name, p), d in zip(probs + sparse, (r.d for r in results)):
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{name} {getattr(p, 'kernel', p).name} ({lanes} lanes): {bad} of {d.size} outputs differ"
 
@@ -316,12 +309,11 @@ def test_silicon_through_the_dense_only_core(lanes):
     lowprec = _lowprec_few(k_per_file=32, most=1) if lanes == 16 else _lowprec_problems()
     probs = lowprec + [("h200_targeted.npz", problem(load(SILICON / "h200_targeted.npz"), k, 4))
                        for k in ("f16_f32", "bf16_f32", "f16_f16")]
-    results = run_many("core", "verilator", [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
-                                              p.kernel.b_fmt, p.kernel.saturate) for _, p in probs],
-                       params={"dsp": "ecp5", "lanes": lanes, "sparse": False,
-                               **({"skid": False} if lanes == 16 else {})},
-                       **({"stall": 0.2, "seed": 4} if lanes == 16 else {}))
-    for (name, p), (d, _) in zip(probs, results):
+    core = (preset("ecp5-25f", "mma4") if lanes == 16 else
+            CORE.replace(dsp="ecp5", lanes=lanes, sparse=False))
+    results = run_batches(core, [kernel_batch(p) for _, p in probs], "verilator",
+                          **({"stall": 0.2, "seed": 4} if lanes == 16 else {}))
+    for (name, p), d in zip(probs, (r.d for r in results)):
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{name} {p.kernel.name} (dense-only, {lanes} lanes): {bad} of {d.size} outputs differ"
 
@@ -344,15 +336,14 @@ def test_sparse_silicon_through_core(sim, tiles, stall, lanes):
     probs = _sparse_problems(tiles)
     assert {p.name for _, p in probs} == {"f16_f32", "f16_f16", "bf16_f32", "wg_f16_f32",
                                           "wg_f16_f16", "wg_bf16_f32"}
-    results = run_many("core", sim, [(p.sp.values, p.b, p.c, p.in_fmt, p.out_fmt, None, False, p.sp.meta)
-                                     for _, p in probs], stall=stall, seed=4,
-                       params={"lanes": lanes} if lanes != 64 else None)
-    for (name, p), (d, info) in zip(probs, results):
-        bad = int((d != p.expected).sum())
-        assert bad == 0, f"{name} {p.name} on {sim} (2:4 sparse): {bad} of {d.size} outputs differ"
+    results = run_batches(CORE.replace(lanes=lanes), [sparse_batch(p) for _, p in probs], sim,
+                          stall=stall, seed=4)
+    for (name, p), r in zip(probs, results):
+        bad = int((r.d != p.expected).sum())
+        assert bad == 0, f"{name} {p.name} on {sim} (2:4 sparse): {bad} of {r.d.size} outputs differ"
         if not stall:
             # 64 sparse beats a tile (16 blocks x 4), one a clock: 128 logical FMA per clock.
-            assert info["cycles"] >= 64 * len(p.b)
+            assert r.cycles >= 64 * len(p.b)
 
 
 def test_sparse_beats_read_the_named_b_rows():
@@ -365,7 +356,8 @@ def test_sparse_beats_read_the_named_b_rows():
     alt = SparseA(p.sp.values, np.full_like(p.sp.meta, 0xEEEEEEEE), p.sp.k, p.in_fmt)
     want = mma_sp(alt, p.b, p.c, in_fmt=p.in_fmt, out_fmt=p.out_fmt)
     assert np.any(want != p.expected)
-    (d, _), = run_many("core", "verilator", [(alt.values, p.b, p.c, p.in_fmt, p.out_fmt, None, False, alt.meta)])
+    d = run(CORE, Op(p.in_fmt, acc=p.out_fmt, sparse=True),
+            Operands(alt.values, p.b, p.c, alt.meta), "verilator").d
     assert np.array_equal(d, want)
 
 

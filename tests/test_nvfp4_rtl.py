@@ -10,6 +10,10 @@ from amaranth.sim import Simulator
 from tcore.rtl.nvfp4 import Fp32Mul
 from tcore.sim.cli import main
 from tcore.sim.runner import run_bench
+from tcore.rtl.designs import preset
+
+#: The FP4 top with 16-lane cores (the tests' shorter build).
+FP4_16 = preset("lint", "fp4gemm").replace(lanes=16)
 
 
 @pytest.mark.parametrize("sim", ["verilator", "icarus"])
@@ -53,7 +57,7 @@ def test_fp32_mul_matches_ieee():
     assert not bad, f"{len(bad)} of {a.size} products differ, e.g. {bad[:4]}"
 
 
-# The FP4 front end does not depend on the core's size: make test runs it on 16-lane cores (a
+# The FP4 front end does not depend on the core's size: make test runs it on 16-lane warps (a
 # smaller build); the default 64-lane build runs under slow (its GEMM top is tested in
 # test_gemm_rtl.py).
 @pytest.mark.parametrize("fmt,m,n,k,lanes", [
@@ -104,7 +108,7 @@ def test_fp4_gemm_special_scale_codes_through_rtl(fmt, specials):
     for i, code in enumerate(specials):
         qa.scales[2 * i, 0] = code             # one block of a row of A per special code
         qa.codes[2 * i, :qa.block] = 0x7       # +6.0, the largest element: overflows at 253/254
-    d, _ = run_fp4_gemm("verilator", qa, qbt, lanes=16, progress=False)
+    d, _ = run_fp4_gemm("verilator", qa, qbt, build=FP4_16, progress=False)
     want = nvfp4.gemm(qa, qbt)
     bad = np.flatnonzero(d != want)
     assert bad.size == 0, f"{bad.size} of {d.size} differ, first {d.flat[bad[0]]:#x} != {want.flat[bad[0]]:#x}"
@@ -125,7 +129,7 @@ def test_fp4_gemm_reset_midrun_in_every_phase():
     from tcore.sim.gemm import fp4_reset_bench, run_fp4_gemm
     from tcore.golden import nvfp4
     qa, qbt = _quantised("nvfp4", 32, 32, 64, 22)
-    d, info = run_fp4_gemm("verilator", qa, qbt, lanes=16, progress=False)
+    d, info = run_fp4_gemm("verilator", qa, qbt, build=FP4_16, progress=False)
     assert np.array_equal(d, nvfp4.gemm(qa, qbt))
     decode = (info["cycles"] - info["gemm_cycles"]) // 2          # well inside the decode phase
     epilogue_end = info["cycles"]
@@ -133,7 +137,7 @@ def test_fp4_gemm_reset_midrun_in_every_phase():
     decode_words = (32 * 64 + 64 * 32) * 2 // 16
     assert info["cycles"] - info["gemm_cycles"] >= 4 * decode_words + 3 * epilogue_words
     for at in (decode // 3, 4 * decode_words + info["gemm_cycles"] // 2, epilogue_end - epilogue_words):
-        fp4_reset_bench("verilator", qa, qbt, at, lanes=16)
+        fp4_reset_bench("verilator", qa, qbt, at, build=FP4_16)
 
 
 @pytest.mark.slow

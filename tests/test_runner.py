@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from tcore.sim.gemm import gemm_params
+from tcore.rtl.designs import preset
 from tcore.sim.runner import SimError, _failures, run_bench, top_ports, zero_init_loops
 from tcore.tb.memh import read_memh, write_memh
 
@@ -77,17 +77,18 @@ def test_gemm_bench_fails_on_a_lost_done():
     fails, naming what it waited for, instead of waiting forever."""
     with pytest.raises(SimError, match="random_gemms.*done did not rise within 100 clocks"):
         run_bench("verilator", "gemm", "tcore.tb.gemm_bench", "random_gemms",
-                  params=gemm_params(1),
+                  params=preset("lint", "gemm").params,
                   options={"clock_budget": 100}, quiet=True)
 
 
 def test_amaranth_gemm_fails_on_a_lost_done(monkeypatch):
-    from tcore.sim.gemm import run_gemm
     from tcore.host import images
+    from tcore.numerics import Op
+    from tcore.sim.run import Operands, RunError, run
     monkeypatch.setattr(images, "clock_budget", lambda *args, **kw: 20)
     a = np.full((16, 16), 0x3C00, np.uint16)
-    with pytest.raises(SimError, match="done did not rise within 20 clocks"):
-        run_gemm("amaranth", a, a)
+    with pytest.raises(RunError, match="done did not rise within 20 clocks"):
+        run(preset("lint", "gemm"), Op.parse("fp16->fp32"), Operands(a, a), "amaranth")
 
 
 def test_build_root_outside_a_checkout_is_a_user_cache(tmp_path, monkeypatch):
@@ -168,8 +169,8 @@ def test_handover_round_trip_and_missing_parameter(tmp_path):
     back = Handover.load(tmp_path / "h.json")
     assert back == h and back.param("mem_words") == 32768 and back.option("seed") == 5
     assert back.option("stall", 0.0) == 0.0
-    with pytest.raises(KeyError, match="no build parameter 'cores'"):
-        back.param("cores")
+    with pytest.raises(KeyError, match="no build field 'warps'"):
+        back.param("warps")
 
 
 def test_benches_read_no_tcore_environment():

@@ -18,17 +18,17 @@ def test_soc_bench_verilator():
     run_bench("verilator", "soc", "tcore.tb.soc_bench", TESTS, params={}, quiet=True)
 
 
-# Two warps: Icarus in make test (a build of seconds; 16-lane cores, elaborated and simulated
+# Two warps: Icarus in make test (a build of seconds; 16-lane warps, elaborated and simulated
 # in about two thirds of the time of 64-lane ones, 100 s against 150 s: the warps' sharing
 # does not depend on the core's size), Verilator's minutes-long build of 64-lane warps under slow.
 @pytest.mark.parametrize("sim", ["icarus", pytest.param("verilator", marks=pytest.mark.slow)])
 def test_soc_bench_two_warps(sim):
     """Two warps share the AXI4 master: GEMMs bit-exact (tiles claimed as warps become free),
     a failed read stops both warps with no partial tile, a soft reset stops both."""
-    cases = "32x48x32:fp16:f32:c,48x16x32:bf16:f32:0,16x16x16:fp16:f16:c"
+    cases = "32x48x32:fp16->fp32:c,48x16x32:bf16->fp32:0,16x16x16:fp16->fp16:c"
     run_bench(sim, "soc", "tcore.tb.soc_bench", ["gemms", "read_error", "soft_reset"],
-              params={"cores": 2, **({"lanes": 16} if sim == "icarus" else {})},
-              options={"cases": cases if sim == "verilator" else "32x32x16:fp16:f32:c"},
+              params={"warps": 2, **({"lanes": 16} if sim == "icarus" else {})},
+              options={"cases": cases if sim == "verilator" else "32x32x16:fp16->fp32:c"},
               quiet=True)
 
 
@@ -49,14 +49,14 @@ def test_verify_through_soc_every_low_precision_kind(capsys):
 
 def test_soc_bench_icarus():
     run_bench("icarus", "soc", "tcore.tb.soc_bench", ["gemms", "bad_configs", "decode_errors"],
-              params={}, options={"cases": "16x16x32:fp16:f32:c"}, quiet=True)
+              params={}, options={"cases": "16x16x32:fp16->fp32:c"}, quiet=True)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("width", [32, 64])
 def test_soc_narrow_data_bus(width):
     run_bench("verilator", "soc", "tcore.tb.soc_bench", ["gemms"], params={"data_width": width},
-              options={"cases": "16x32x32:fp16:f32:c,32x16x16:bf16:f32:0"}, quiet=True)
+              options={"cases": "16x32x32:fp16->fp32:c,32x16x16:bf16->fp32:0"}, quiet=True)
 
 
 @pytest.mark.parametrize("name", ["h200_matmulT_normal_64x64x64.npz",
@@ -77,21 +77,21 @@ def test_silicon_gemm_through_soc(name, capsys):
 def test_silicon_gemm_through_soc_with_two_warps(capsys):
     name = "h200_matmulT_normal_64x64x64.npz"
     code = main(["verify", str(SILICON / name), "--backend", "verilator", "--through", "soc",
-                 "--cores", "2"])
+                 "--warps", "2"])
     out = capsys.readouterr().out.strip().splitlines()
     assert code == 0 and out[-1] == f"checked {3 * 64 * 64} mismatches 0", out[-4:]
 
 
 def test_verify_through_soc_refuses_what_it_cannot_run(capsys):
     assert main(["verify", str(SILICON / "h200_matmulT_normal_64x64x64.npz"), "--backend",
-                 "verilator", "--cores", "2"]) == 2
-    assert "--cores is for --through gemm or soc" in capsys.readouterr().err
+                 "verilator", "--warps", "2"]) == 2
+    assert "--warps is for --through gemm or soc" in capsys.readouterr().err
     assert main(["verify", str(SILICON / "h200_matmulT_normal_64x64x64.npz"), "--backend",
-                 "verilator", "--through", "soc", "--cores", "9"]) == 2
-    assert "--cores must be 1 to 8" in capsys.readouterr().err
+                 "verilator", "--through", "soc", "--warps", "9"]) == 2
+    assert "--warps must be 1 to 8" in capsys.readouterr().err
     assert main(["verify", str(SILICON / "h200_matmulT_normal_64x64x64.npz"), "--backend",
                  "amaranth", "--through", "soc"]) == 2
-    assert "verilator or icarus" in capsys.readouterr().err
+    assert "icarus or verilator" in capsys.readouterr().err
 
 
 def test_verilog_of_soc_comes_with_a_plain_testbench(tmp_path, capsys):
@@ -132,7 +132,7 @@ def test_soc_demo_refuses_bad_sizes(tmp_path):
 
 @pytest.mark.slow
 def test_silicon_gemm_through_soc_with_16_lane_core(capsys):
-    """The soc block built with 16-lane cores (an mma_sync four times as long): every output of
+    """The soc block built with 16-lane warps (an mma_sync four times as long): every output of
     a captured GEMM still equals the H200's."""
     name = "h200_matmulT_normal_64x64x64.npz"
     code = main(["verify", str(SILICON / name), "--backend", "verilator", "--through", "soc",

@@ -6,10 +6,14 @@ import numpy as np
 import pytest
 
 from tcore.golden.silicon import load, problem
-from tcore.sim.core import PATHS, bench_options, run_many, run_through
+from tcore.rtl.designs import preset
+from tcore.sim.core import bench_options
+from tcore.sim.run import Operands, run, run_batches
 from tcore.sim.runner import SimError, run_bench
 
-from .conftest import SILICON
+from .conftest import SILICON, kernel_batch
+
+WMMA = preset("lint", "wmma")
 
 SIMS = ["verilator", "icarus"]
 
@@ -22,8 +26,8 @@ def test_wmma_bench(sim):
     tests = ["layouts_and_ldm", "bad_ldm_and_alignment", "other_shapes"]
     run_bench(sim, "wmma", "tcore.tb.wmma_bench",
               tests + (["back_to_back", "reset_midrun"] if sim == "verilator" else []),
-              params=PATHS["wmma"][2], quiet=True,
-              options={**bench_options("wmma"), **({"shape_cases": 1} if sim == "icarus" else {})})
+              params=WMMA.params, quiet=True,
+              options={**bench_options(WMMA), **({"shape_cases": 1} if sim == "icarus" else {})})
 
 
 @pytest.mark.slow
@@ -31,13 +35,13 @@ def test_wmma_timing_and_reset_on_icarus():
     """back_to_back's clock counts, the reset test (where X after a reset would show) and
     every other-shape tile on Icarus."""
     run_bench("icarus", "wmma", "tcore.tb.wmma_bench", ["back_to_back", "reset_midrun", "other_shapes"],
-              params=PATHS["wmma"][2], options=bench_options("wmma"), quiet=True)
+              params=WMMA.params, options=bench_options(WMMA), quiet=True)
 
 
 def test_wmma_bench_checks_documented_mma_cycles():
-    options = {"mma_cycles": bench_options("wmma")["mma_cycles"] - 1}
+    options = {"mma_cycles": bench_options(WMMA)["mma_cycles"] - 1}
     with pytest.raises(SimError, match="back_to_back"):
-        run_bench("verilator", "wmma", "tcore.tb.wmma_bench", "back_to_back", params=PATHS["wmma"][2],
+        run_bench("verilator", "wmma", "tcore.tb.wmma_bench", "back_to_back", params=WMMA.params,
                   options=options, quiet=True)
 
 
@@ -53,10 +57,9 @@ CASES = {
 def test_silicon_through_wmma(sim, kernel):
     """Every file of CASES in one simulator run per kernel."""
     probs = [(name, problem(load(SILICON / name), kernel, tiles)) for name, tiles in CASES[sim]]
-    results = run_many("wmma", sim, [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt)
-                                     for _, p in probs])
+    results = run_batches(WMMA, [kernel_batch(p) for _, p in probs], sim)
     assert len(results) == len(probs)
-    for (name, p), (d, _) in zip(probs, results):
+    for (name, p), d in zip(probs, (r.d for r in results)):
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{name} {kernel} through wmma on {sim}: {bad} of {d.size} differ from the H200"
 
@@ -64,8 +67,7 @@ def test_silicon_through_wmma(sim, kernel):
 def test_silicon_through_wmma_with_response_backpressure():
     """resp.ready low at random (half the clocks): no response lost, every bit the H200's."""
     p = problem(load(SILICON / "h200_normal.npz"), "f16_f32", 3)
-    d, _ = run_through("wmma", "verilator", p.a, p.b, p.c, in_fmt="fp16", out_fmt="fp32",
-                       stall=0.5, seed=3)
+    d = run(WMMA, p.kernel.op, Operands(p.a, p.b, p.c), "verilator", stall=0.5, seed=3).d
     assert np.array_equal(d, p.expected)
 
 
@@ -128,9 +130,8 @@ def test_lowprec_silicon_through_wmma(sim):
     memory: every bit the H200's (Verilator: a tile of every low-precision file and kernel)."""
     files, tiles = LOWPREC_CASES[sim]
     probs = _lowprec(files, tiles)
-    results = run_many("wmma", sim, [(p.a, p.b, p.c, p.kernel.in_fmt, p.kernel.out_fmt,
-                                      p.kernel.b_fmt, p.kernel.saturate) for _, p in probs])
-    for (name, p), (d, _) in zip(probs, results):
+    results = run_batches(WMMA, [kernel_batch(p) for _, p in probs], sim)
+    for (name, p), d in zip(probs, (r.d for r in results)):
         bad = int((d != p.expected).sum())
         assert bad == 0, f"{name} {p.kernel.name} through wmma on {sim}: {bad} of {d.size} differ"
 
@@ -141,8 +142,8 @@ def test_wmma_bench_with_fewer_lanes(lanes):
     """The warp with a 16-lane core: layouts, other shapes, and mma_sync taking exactly
     WmmaSequencer.mma_cycles_of(lanes=16) clocks (295 for FP16, against 94 with 64 lanes;
     567 for FP8, against 162)."""
-    params = {**PATHS["wmma"][2], "lanes": lanes}
-    assert bench_options("wmma", params)["mma_cycles"] == 295
-    assert bench_options("wmma", params)["mma_cycles_fp8"] == 567
+    build = WMMA.replace(lanes=lanes)
+    assert bench_options(build)["mma_cycles"] == 295
+    assert bench_options(build)["mma_cycles_fp8"] == 567
     run_bench("verilator", "wmma", "tcore.tb.wmma_bench", ["back_to_back", "layouts_and_ldm", "other_shapes"],
-              params=params, options=bench_options("wmma", params), quiet=True)
+              params=build.params, options=bench_options(build), quiet=True)

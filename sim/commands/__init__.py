@@ -6,10 +6,10 @@ one-line error with status 2).  Modules import what they need inside ``run``, so
 the parser loads no NumPy.  :mod:`sim.cli` builds the parser from :data:`COMMANDS`, in order.
 """
 
-from . import bench, board, gemm, layout, plot, probe, regs, synth, verify, verilog
+from . import benchmark, board, gemm, layout, plot, probe, regs, synth, verify, verilog
 from .common import CliError, EXIT_MISMATCH, EXIT_OK, EXIT_USAGE
 
 #: The subcommands in the order ``tcore --help`` lists them.
-COMMANDS = (verify, gemm, verilog, probe, layout, synth, board, plot, regs, bench)
+COMMANDS = (verify, gemm, verilog, probe, layout, synth, board, plot, regs, benchmark)
 
 __all__ = ["COMMANDS", "CliError", "EXIT_OK", "EXIT_MISMATCH", "EXIT_USAGE"]

@@ -38,7 +38,7 @@ def add_arguments(parser):
                         help="2:4 sparse A (FP16/BF16): A (random, or --a) pruned by the golden "
                              "pruner (the two largest magnitudes of every 4 along K), run as "
                              "mma.sp k32 steps; FMA per clock counts logical FMA (peak 128 a core)")
-    parser.add_argument("--cores", type=int, default=1, help="4x4x4 cores (warps), 1..8")
+    parser.add_argument("--warps", "--cores", dest="warps", type=int, default=1, help="warps, each with a 4x4x4 core, 1..8 (--cores: the old name)")
     parser.add_argument("--lanes", type=int, default=64, choices=[64, 32, 16],
                         help="multipliers of each core (products per clock; default 64)")
     parser.add_argument("--backend", default="verilator", choices=["golden", "amaranth", "icarus", "verilator"])
@@ -88,13 +88,19 @@ def make_job(args):
     check_output(args.o)
     if args.seed < 0:
         raise CliError(f"--seed must be a non-negative integer, not {args.seed}")
-    refuse_golden_options(args, (("--waves", args.waves), ("--cores", args.cores != 1),
+    refuse_golden_options(args, (("--waves", args.waves), ("--warps", args.warps != 1),
                                  ("--lanes", args.lanes != 64)))
+    if args.backend != "golden":        # the build's own refusals (warps), in the flag's name
+        from tcore.rtl.designs import preset
+        try:
+            preset("lint", "gemm").replace(warps=args.warps, lanes=args.lanes)
+        except ValueError as e:
+            raise CliError(f"--{e}") from None
     if args.scheduler and args.backend != "golden":
         raise CliError("--scheduler is for --backend golden (RTL simulations run here)")
     if args.scheduler and args.format not in (None, "fp16", "bf16"):
         raise CliError(f"--scheduler runs --format fp16 or bf16 GEMMs, not {args.format}")
-    run = dict(backend=args.backend, arch=args.arch, cores=args.cores, lanes=args.lanes,
+    run = dict(backend=args.backend, arch=args.arch, warps=args.warps, lanes=args.lanes,
                seed=args.seed, progress=not args.json)
     if args.sparse:
         return _sparse_job(args, run)
@@ -135,8 +141,6 @@ def make_job(args):
             check_gemm(m, n, k, op.a, op.acc)
         except ValueError as e:
             raise CliError(str(e)) from None
-    if args.backend != "golden" and not 1 <= args.cores <= 8:
-        raise CliError(f"--cores must be 1 to 8, not {args.cores}")
     return GemmJob(m, n, k, in_fmt, acc, **run, a=a, b=b, c=c,
                    files=None if args.a is None else (args.a, args.b),
                    waves=args.waves and wave_label(args, in_fmt, acc))
@@ -162,8 +166,6 @@ def _sparse_job(args, run):
     if min(m, n) < 16 or m % 16 or n % 16 or k < step or k % step:
         raise CliError(f"--sparse takes M and N multiples of 16 and K a multiple of {step} (one "
                        f"mma.sp k{step} a step), not {m}x{n}x{k}")
-    if args.backend != "golden" and not 1 <= args.cores <= 8:
-        raise CliError(f"--cores must be 1 to 8, not {args.cores}")
     return GemmJob(m, n, k, in_fmt, acc, **run, a=a, b=b, sparse=True,
                    files=None if args.a is None else (args.a, args.b),
                    waves=args.waves and wave_label(args, in_fmt + "-sparse", acc))
@@ -251,7 +253,7 @@ def wave_label(args, fmt: str, acc) -> str:
     what = (f"{Path(args.a).stem}-{Path(args.b).stem}" if args.a
             else f"{args.m}x{args.n}x{args.k}-seed{args.seed}")
     lanes = f"-lanes{args.lanes}" if args.lanes != 64 else ""
-    return f"gemm-{what}-{fmt}-{acc}-cores{args.cores}{lanes}-{args.backend}"
+    return f"gemm-{what}-{fmt}-{acc}-warps{args.warps}{lanes}-{args.backend}"
 
 
 # -- the report -----------------------------------------------------------------------------------
@@ -268,7 +270,7 @@ def summary(r, wall_s: float) -> dict:
         extra = {"max_abs_err_vs_fp64": r.error, "inputs": "files" if job.files else "random"}
     s = {"m": job.m, "n": job.n, "k": job.k, "format": job.format, "sparse": job.sparse,
          "acc": _acc_name(job),
-         "cores": job.cores, "lanes": job.lanes, "backend": job.backend, "cycles": cycles,
+         "warps": job.warps, "lanes": job.lanes, "backend": job.backend, "cycles": cycles,
          "fma_per_cycle": fma / cycles if cycles else None, "peak_fma_per_cycle": peak,
          "utilization": fma / cycles / peak if cycles else None, "mismatches": r.mismatches,
          **extra, "wall_s": wall_s,
@@ -291,7 +293,7 @@ def report(r, t0: float, output: str | None = None, as_json: bool = False) -> in
     s = summary(r, time.perf_counter() - t0)
     job, cycles, peak = r.job, r.cycles, r.job.peak
     head = f"GEMM {job.m}x{job.n}x{job.k} "
-    cores = (f" ({job.cores} core" + ("s" if job.cores > 1 else "")
+    warps = (f" ({job.warps} warp" + ("s" if job.warps > 1 else "")
              + (f" of {job.lanes} lanes" if job.lanes != 64 else "") + ")" if cycles else "")
     rate = f"{s['sim_cycles_per_s']:.0f} simulated cycles/s" if cycles else ""
     if job.format in FP4_FORMATS:
@@ -307,7 +309,7 @@ def report(r, t0: float, output: str | None = None, as_json: bool = False) -> in
     else:
         files = f", operands from {job.files[0]} and {job.files[1]}" if job.files else ""
         sparse = " 2:4 sparse A (pruned)," if job.sparse else ""
-        print(head + f"{job.format}{sparse} -> {_acc_name(job)} on {job.backend}{cores}{files}")
+        print(head + f"{job.format}{sparse} -> {_acc_name(job)} on {job.backend}{warps}{files}")
         if cycles:
             print(f"  cycles          {cycles}  ({rate})")
             logical = " logical" if job.sparse else ""

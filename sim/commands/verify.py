@@ -3,6 +3,7 @@ captured silicon vectors, file by file and kernel by kernel."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from .common import EXIT_MISMATCH, EXIT_OK, CliError, refuse_golden_options, wave_note
@@ -26,7 +27,7 @@ def add_arguments(parser):
                              "GEMMs without --tiles), memory -> WMMA ops -> memory, the GEMM top, or "
                              "the AXI SoC block (whole GEMMs, C included)")
     parser.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
-    parser.add_argument("--cores", type=int, default=None, metavar="N",
+    parser.add_argument("--warps", "--cores", dest="warps", type=int, default=None, metavar="N",
                         help="warps of the GEMM top or the soc block (--through gemm or soc), 1..8")
     parser.add_argument("--lanes", type=int, default=64, choices=[64, 32, 16],
                         help="multipliers of the RTL core (every --through path; default 64)")
@@ -42,40 +43,20 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from tcore.golden import get_arch
-    from tcore.golden.silicon import KERNELS
-    from tcore.sim.backends import RTL_BACKENDS, RTL_KERNELS, WARP_KERNELS
 
     arch = get_arch(args.arch)
-    rtl = args.backend in RTL_BACKENDS
+    rtl = args.backend != "golden"
     if args.tiles is not None and args.tiles < 1:
         raise CliError(f"--tiles must be at least 1, not {args.tiles}")
-
-    def refuse(name):
-        """Why kernel ``name`` cannot run here (arch or backend), or None."""
-        kind = KERNELS[name].op.kind
-        if not arch.has(kind):
-            return f"--arch {arch.name} has no {kind.upper()} path: kernel {name} is modelled for hopper"
-        if rtl and name not in RTL_KERNELS:
-            return (f"kernel {name} runs on --backend golden only: the RTL has the "
-                    f"{', '.join(RTL_KERNELS)} kernels")
-        if rtl and args.through == "soc" and name not in WARP_KERNELS:
-            return (f"kernel {name} does not run --through soc: the SoC block has the "
-                    f"{', '.join(WARP_KERNELS)} kernels")
-        return None
-
-    if args.kernel != "all" and refuse(args.kernel):
-        raise CliError(refuse(args.kernel))
+    if args.kernel != "all" and _refusal(args, arch, args.kernel):
+        raise CliError(_refusal(args, arch, args.kernel))
     refuse_golden_options(args, (("--waves", args.waves), ("--through", args.through),
                                  ("--lanes", args.lanes != 64)))
-    if args.cores is not None and args.through not in ("gemm", "soc"):
-        raise CliError("--cores is for --through gemm or soc (the warps of those tops)")
-    if args.cores is not None and not 1 <= args.cores <= 8:
-        raise CliError(f"--cores must be 1 to 8, not {args.cores}")
-    cores = args.cores or 1
-    if args.through == "soc" and args.backend == "amaranth":
-        raise CliError("--through soc runs on --backend verilator or icarus (the soc design is too "
-                       "large for Amaranth's simulator)")
-    if args.scheduler and args.backend != "golden":
+    if args.warps is not None and args.through not in ("gemm", "soc"):
+        raise CliError("--warps is for --through gemm or soc (the warps of those tops)")
+    if rtl:
+        _build(args, arch, args.through or "core")      # the fields' refusals, before any file
+    if args.scheduler and rtl:
         raise CliError("--scheduler is for --backend golden (RTL simulations run here)")
     client = None
     if args.scheduler:                  # files x kernels go to a dask cluster (golden.distributed)
@@ -85,183 +66,217 @@ def run(args) -> int:
         except (ImportError, OSError) as e:
             raise CliError(str(e)) from None
     try:
-        return _verify_jobs(args, client, arch, rtl, cores, refuse)
+        jobs = [job for path in args.files for job in _jobs_of(args, arch, path, client)]
+        if not jobs:
+            raise CliError(f"nothing to check: no kernel of these files runs with --arch {arch.name}")
+        checked = mismatched = 0
+        for job in jobs:
+            c, m = job.report(args, arch)
+            checked, mismatched = checked + c, mismatched + m
     finally:
         if client is not None:
             client.close()
-
-
-def _verify_jobs(args, client, arch, rtl, cores, refuse) -> int:
-    """``tcore verify``'s work (run): read every file, run, print; on ``client``'s
-    cluster where given (golden backend)."""
-    import numpy as np
-    from tcore.golden.silicon import KERNELS, Problem, VectorFileError, kernels_in, load, problem
-    from tcore.golden.silicon import is_cublas_file, verify_cublas_file as verify_cublas
-    from tcore.golden.sparse import is_sparse_file, verify_file as verify_sparse
-    from tcore.sim.backends import RTL_BACKENDS, BackendError, run_tiles
-    from tcore.sim.gemm import run_gemm
-    from tcore.sim.runner import SimError
-    from tcore.sim.soc import run_soc
-    if client is not None:
-        from tcore.golden.distributed import verify_tiles
-    # Read and validate every file before running anything: a bad file fails fast.
-    jobs = []
-    for path in args.files:
-        try:
-            data = load(path)
-            if is_cublas_file(data):
-                # cuBLAS split-K / epilogue / FP8-scale captures (torch_splitk/): whole library
-                # GEMMs through golden.matmul's library keywords (golden.cublas).
-                if rtl or arch.name != "hopper" or args.kernel != "all" or args.tiles is not None:
-                    raise CliError(f"{path}: a cuBLAS library capture runs with --backend golden "
-                                   "--arch hopper, every kernel and whole (no --kernel, --tiles)")
-                try:
-                    checks = (client.submit(verify_cublas, data, where=str(path), pure=False)
-                              if client else verify_cublas(data, where=str(path)))
-                except (ValueError, TypeError) as e:
-                    raise CliError(str(e)) from None
-                jobs.append((path, data, checks))
-                continue
-            if is_sparse_file(data):
-                # 2:4 sparse captures (mma.sp tiles, cuSPARSELt GEMMs): golden.sparse checks them,
-                # here, so that a bad one fails before anything runs; printed in file order below.
-                if arch.name != "hopper":
-                    raise CliError(f"{path}: 2:4 sparse MMA is modelled for --arch hopper only")
-                if rtl:     # tile files through the core's 2:4 sparse beats
-                    jobs.append((path, data, _sparse_rtl_problems(args, data, path)))
-                    continue
-                kw = dict(kernel=None if args.kernel == "all" else args.kernel, tiles=args.tiles,
-                          where=str(path))
-                try:
-                    checks = (client.submit(verify_sparse, data, **kw, pure=False) if client
-                              else verify_sparse(data, **kw))
-                except (ValueError, TypeError) as e:
-                    raise CliError(str(e)) from None
-                jobs.append((path, data, checks))
-                continue
-            if args.kernel == "all":
-                names = kernels_in(data)
-                if not names:
-                    raise VectorFileError(f"{path}: none of the keys "
-                                          f"{', '.join(k.d_key for k in KERNELS.values())}")
-            else:
-                names = [args.kernel]
-            for name in names:
-                why = refuse(name)
-                if why and rtl and arch.has(KERNELS[name].kind):
-                    raise CliError(f"{path}: {why}")
-                if why:
-                    print(f"{Path(path).name}: skipping {name}: {arch.name} has no "
-                          f"{KERNELS[name].kind.upper()} path")
-                    continue
-                prob = problem(data, name, args.tiles, where=str(path))
-                if rtl:
-                    _check_rtl_shapes(prob, path, args.through)
-                jobs.append((path, data, prob))
-        except VectorFileError as e:
-            raise CliError(str(e)) from None
-    if not jobs:
-        raise CliError(f"nothing to check: no kernel of these files runs with --arch {arch.name}")
-    if client is not None:
-        # Every job to the cluster now (sparse ones are there already): one task per file and
-        # kernel, the results printed in file order as below.
-        for i, (path, data, prob) in enumerate(jobs):
-            if isinstance(prob, Problem):
-                jobs[i] = (path, data, prob, client.submit(
-                    verify_tiles, prob.a, prob.b, prob.c, prob.expected, arch=arch,
-                    **prob.kernel.mma_args(), pure=False))
-        for i, (path, data, prob, *job) in enumerate(jobs):
-            if not job:                                # a sparse file: its checks, or its error
-                try:
-                    jobs[i] = (path, data, prob.result())
-                except (ValueError, TypeError) as e:
-                    raise CliError(str(e)) from None
-    checked = mismatched = 0
-    rtl = args.backend in RTL_BACKENDS
-    for path, data, prob, *job in jobs:
-        if isinstance(prob, tuple):                    # a sparse tile file through the RTL core
-            for p in prob:
-                try:
-                    got, info = run_tiles(args.backend, p.sp.values, p.b, p.c, in_fmt=p.in_fmt,
-                                          out_fmt=p.out_fmt, through="core", lanes=args.lanes,
-                                          a_meta=p.sp.meta,
-                                          waves=args.waves and f"{Path(path).stem}-{p.name}-core-{args.backend}")
-                except (BackendError, SimError) as e:
-                    raise CliError(str(e)) from None
-                if info.get("waves"):
-                    print(f"waveform: {info['waves']} ({wave_note(info['waves'])})")
-                bad = int((got != p.expected).sum())
-                _line(path, p.name, f"{len(p.b)} tiles, 2:4 k{p.sp.k}", got.size, bad)
-                checked += got.size
-                mismatched += bad
-            continue
-        if isinstance(prob, list):                     # a sparse file's golden.sparse checks
-            for r in prob:
-                if r.kind == "dense":
-                    print(f"{Path(path).name:40s} {r.name:13s} {r.what:28s} dense, expected to "
-                          f"differ: {r.mismatches} of {r.checked} outputs differ from the 2:4 rule "
-                          "(not counted)", flush=True)
-                    continue
-                _line(path, r.name, r.what, r.checked, r.mismatches)
-                checked += r.checked
-                mismatched += r.mismatches
-            continue
-        k = prob.kernel
-        # A whole GEMM on an RTL backend runs on the GEMM top, unless a tile path is asked for
-        # or only some tiles are (the GEMM top computes every tile).
-        whole = prob.gemm is not None and rtl and (args.through in ("gemm", "soc") or
-                                                   (args.through is None and args.tiles is None))
-        if whole and args.through != "soc" and np.any(data[k.c_key] != 0):
-            print(f"{Path(path).name}: C is not zero (the GEMM top computes matmulT's A*B): "
-                  "running its tiles through the core")
-            whole = False
-        if job:                                        # run on the cluster (--scheduler)
-            size, bad = job[0].result()
-            what = (f"gemm {prob.gemm[0]}x{prob.gemm[1]}x{prob.gemm[2]}, {len(prob.c)} tiles"
-                    if prob.gemm else f"{len(prob.c)} tiles")
-            _line(path, k.name, what, size, bad)
-            checked += size
-            mismatched += bad
-            continue
-        try:
-            if whole and args.through == "soc":
-                if arch.name != "hopper":
-                    raise BackendError(f"the RTL implements the Hopper arithmetic only, not --arch {arch.name}")
-                # The AXI memory holds A, B and C; D = A*B + C on the soc design.
-                d, info = run_soc(args.backend, data["a"], data["b"], data[k.c_key],
-                                  in_fmt=k.in_fmt, out_fmt=k.out_fmt, params=_soc_params(cores, args.lanes),
-                                  waves=args.waves and f"{Path(path).stem}-{k.name}-soc-{args.backend}")
-                got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)
-                got = got.reshape(-1, 16, 16)[:len(prob.c)]
-            elif whole:
-                if arch.name != "hopper":
-                    raise BackendError(f"the RTL implements the Hopper arithmetic only, not --arch {arch.name}")
-                d, info = run_gemm(args.backend, data["a"], data["b"], in_fmt=k.in_fmt,
-                                   b_fmt=k.b_fmt, saturate=k.saturate,
-                                   out_fmt=k.out_fmt, progress=False, cores=cores, lanes=args.lanes,
-                                   waves=args.waves and f"{Path(path).stem}-{k.name}-gemm-{args.backend}")
-                got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)
-                got = got.reshape(-1, 16, 16)[:len(prob.c)]
-            else:
-                got, info = run_tiles(args.backend, prob.a, prob.b, prob.c, arch=arch,
-                                      through=args.through or "core", lanes=args.lanes,
-                                      waves=args.waves and (f"{Path(path).stem}-{k.name}-"
-                                                            f"{args.through or 'core'}-{args.backend}"),
-                                      **k.mma_args())
-        except (BackendError, SimError) as e:
-            raise CliError(str(e)) from None
-        if info.get("waves"):
-            print(f"waveform: {info['waves']} ({wave_note(info['waves'])})")
-        bad = int((got != prob.expected).sum())
-        what = (f"gemm {prob.gemm[0]}x{prob.gemm[1]}x{prob.gemm[2]}, {len(prob.c)} tiles"
-                if prob.gemm else f"{len(prob.c)} tiles")
-        if whole:
-            what += f", {info['cycles']} clk"
-        _line(path, k.name, what, got.size, bad)
-        checked += got.size
-        mismatched += bad
     print(f"checked {checked} mismatches {mismatched}")
     return EXIT_OK if mismatched == 0 else EXIT_MISMATCH
+
+
+def _build(args, arch, through: str):
+    """The :class:`tcore.rtl.designs.Build` of ``--through`` with ``--warps``, ``--lanes`` and
+    ``--arch`` (:func:`tcore.sim.run.path_build`); CliError with its refusal."""
+    from tcore.sim.run import RunError, path_build
+    try:
+        return path_build(through, warps=args.warps or 1, lanes=args.lanes, arch=arch.name)
+    except RunError as e:
+        raise CliError(str(e)) from None
+
+
+def _refusal(args, arch, name: str) -> str | None:
+    """Why captured kernel ``name`` cannot run here (the generation, or the RTL path's
+    build), or None."""
+    from tcore.golden.silicon import KERNELS
+    op = KERNELS[name].op
+    if not arch.has(op.kind):
+        return f"--arch {arch.name} has no {op.kind.upper()} path: kernel {name} is modelled for hopper"
+    if args.backend != "golden":
+        why = _build(args, arch, args.through or "core").refusal(op)
+        if why:
+            return f"kernel {name} runs on --backend golden only: {why}"
+    return None
+
+
+# -- the jobs: what one file asks for, read and checked before anything runs ---------------------
+
+@dataclass
+class LibraryChecks:
+    """A file the golden model checks whole: a cuBLAS library capture (split-K, epilogues,
+    FP8 scales: ``golden.cublas``) or a 2:4 sparse file (``golden.sparse``); ``checks`` are
+    their results, or the cluster's future of them."""
+    path: str
+    checks: object
+
+    def report(self, args, arch) -> tuple[int, int]:
+        checks = self.checks
+        if hasattr(checks, "result"):                  # a dask future
+            try:
+                checks = checks.result()
+            except (ValueError, TypeError) as e:
+                raise CliError(str(e)) from None
+        checked = bad = 0
+        for r in checks:
+            if getattr(r, "kind", None) == "dense":
+                print(f"{Path(self.path).name:40s} {r.name:13s} {r.what:28s} dense, expected to "
+                      f"differ: {r.mismatches} of {r.checked} outputs differ from the 2:4 rule "
+                      "(not counted)", flush=True)
+                continue
+            _line(self.path, r.name, r.what, r.checked, r.mismatches)
+            checked, bad = checked + r.checked, bad + r.mismatches
+        return checked, bad
+
+
+@dataclass
+class SparseTiles:
+    """A 2:4 sparse tile file's kernels (``golden.sparse.TileProblem`` s) through the RTL
+    core's sparse beats."""
+    path: str
+    problems: tuple
+
+    def report(self, args, arch) -> tuple[int, int]:
+        from tcore.numerics import Op
+        from tcore.sim.run import Operands
+        checked = bad = 0
+        for p in self.problems:
+            op = Op(p.in_fmt, acc=p.out_fmt, sparse=True)
+            got, _ = _run(args, arch, "core", op, Operands(p.sp.values, p.b, p.c, p.sp.meta),
+                          f"{Path(self.path).stem}-{p.name}-core-{args.backend}")
+            n = int((got != p.expected).sum())
+            _line(self.path, p.name, f"{len(p.b)} tiles, 2:4 k{p.sp.k}", got.size, n)
+            checked, bad = checked + got.size, bad + n
+        return checked, bad
+
+
+@dataclass
+class KernelRun:
+    """One kernel of a dense capture (``golden.silicon.Problem``): its tiles, or the whole
+    GEMM, on the backend; ``future``: the cluster's (size, mismatches) with ``--scheduler``."""
+    path: str
+    data: dict
+    problem: object
+    future: object = None
+
+    def report(self, args, arch) -> tuple[int, int]:
+        import numpy as np
+        from tcore.sim.run import Operands
+        prob, k = self.problem, self.problem.kernel
+        what = (f"gemm {prob.gemm[0]}x{prob.gemm[1]}x{prob.gemm[2]}, {len(prob.c)} tiles"
+                if prob.gemm else f"{len(prob.c)} tiles")
+        if self.future is not None:
+            size, n = self.future.result()
+            _line(self.path, k.name, what, size, n)
+            return size, n
+        through = _through(args, prob)
+        if through == "gemm" and np.any(self.data[k.c_key] != 0):
+            print(f"{Path(self.path).name}: C is not zero (the GEMM top computes matmulT's A*B): "
+                  "running its tiles through the core")
+            through = "core"
+        label = f"{Path(self.path).stem}-{k.name}-{through}-{args.backend}"
+        if through in ("gemm", "soc") and prob.gemm is not None:
+            # The whole GEMM (the soc block: with C) on the top; D back into tiles.
+            c = self.data[k.c_key] if through == "soc" else None
+            d, info = _run(args, arch, through, k.op,
+                           Operands(self.data["a"], self.data["b"], c), label)
+            got = d.reshape(d.shape[0] // 16, 16, d.shape[1] // 16, 16).transpose(0, 2, 1, 3)
+            got = got.reshape(-1, 16, 16)[:len(prob.c)]
+            what += f", {info.cycles} clk"
+        else:
+            got, _ = _run(args, arch, through, k.op, Operands(prob.a, prob.b, prob.c), label)
+        n = int((got != prob.expected).sum())
+        _line(self.path, k.name, what, got.size, n)
+        return got.size, n
+
+
+def _through(args, prob) -> str:
+    """The RTL path of a problem: ``--through``; else a whole GEMM on the GEMM top (unless only
+    some tiles are asked for: the top computes every one), tiles through the core."""
+    if args.backend == "golden":
+        return "core"
+    if args.through:
+        return args.through
+    return "gemm" if prob.gemm is not None and args.tiles is None else "core"
+
+
+def _run(args, arch, through: str, op, operands, label):
+    """:func:`tcore.sim.run.run` of one operation; D and the Result (a waveform's line
+    printed); CliError for a refusal or a failed simulation."""
+    from tcore.sim.run import RunError, run
+    build = None if args.backend == "golden" else _build(args, arch, through)
+    try:
+        r = run(build, op, operands, args.backend, arch=arch.name,
+                waves=bool(args.waves) and label)
+    except RunError as e:
+        raise CliError(str(e)) from None
+    if r.waves:
+        print(f"waveform: {r.waves} ({wave_note(r.waves)})")
+    return r.d, r
+
+
+def _jobs_of(args, arch, path, client) -> list:
+    """The jobs of one file, read and validated (CliError for a bad one); with ``client``,
+    the golden model's work already sent to the cluster."""
+    from tcore.golden.silicon import KERNELS, VectorFileError, kernels_in, load, problem
+    from tcore.golden.silicon import is_cublas_file, verify_cublas_file as verify_cublas
+    from tcore.golden.sparse import is_sparse_file, verify_file as verify_sparse
+    rtl = args.backend != "golden"
+    try:
+        data = load(path)
+        if is_cublas_file(data):
+            # cuBLAS split-K / epilogue / FP8-scale captures (torch_splitk/): whole library
+            # GEMMs through golden.matmul's library keywords (golden.cublas).
+            if rtl or arch.name != "hopper" or args.kernel != "all" or args.tiles is not None:
+                raise CliError(f"{path}: a cuBLAS library capture runs with --backend golden "
+                               "--arch hopper, every kernel and whole (no --kernel, --tiles)")
+            try:
+                return [LibraryChecks(path, client.submit(verify_cublas, data, where=str(path),
+                                                          pure=False)
+                                      if client else verify_cublas(data, where=str(path)))]
+            except (ValueError, TypeError) as e:
+                raise CliError(str(e)) from None
+        if is_sparse_file(data):
+            if arch.name != "hopper":
+                raise CliError(f"{path}: 2:4 sparse MMA is modelled for --arch hopper only")
+            if rtl:     # tile files through the core's 2:4 sparse beats
+                return [SparseTiles(path, _sparse_rtl_problems(args, data, path))]
+            kw = dict(kernel=None if args.kernel == "all" else args.kernel, tiles=args.tiles,
+                      where=str(path))
+            try:
+                return [LibraryChecks(path, client.submit(verify_sparse, data, **kw, pure=False)
+                                      if client else verify_sparse(data, **kw))]
+            except (ValueError, TypeError) as e:
+                raise CliError(str(e)) from None
+        names = kernels_in(data) if args.kernel == "all" else [args.kernel]
+        if not names:
+            raise VectorFileError(f"{path}: none of the keys "
+                                  f"{', '.join(k.d_key for k in KERNELS.values())}")
+        jobs = []
+        for name in names:
+            why = _refusal(args, arch, name)
+            if why and arch.has(KERNELS[name].kind):
+                raise CliError(f"{path}: {why}")
+            if why:
+                print(f"{Path(path).name}: skipping {name}: {arch.name} has no "
+                      f"{KERNELS[name].kind.upper()} path")
+                continue
+            prob = problem(data, name, args.tiles, where=str(path))
+            if rtl:
+                _check_rtl_shapes(prob, path, args.through)
+            future = None
+            if client is not None:
+                from tcore.golden.distributed import verify_tiles
+                future = client.submit(verify_tiles, prob.a, prob.b, prob.c, prob.expected,
+                                       arch=arch, **prob.kernel.mma_args(), pure=False)
+            jobs.append(KernelRun(path, data, prob, future))
+        return jobs
+    except VectorFileError as e:
+        raise CliError(str(e)) from None
 
 
 def _line(path, kernel: str, what: str, checked: int, bad: int):
@@ -303,9 +318,3 @@ def _sparse_rtl_problems(args, data, path) -> tuple:
         raise CliError(str(e)) from None
     # d_wg_* (wgmma.sp) has the inputs of d_* (mma.sp): both are checked, against their own bits.
     return tuple(probs)
-
-
-def _soc_params(cores: int, lanes: int) -> dict | None:
-    """The soc design's build parameters where not the default build's."""
-    extra = {**({"cores": cores} if cores > 1 else {}), **({"lanes": lanes} if lanes != 64 else {})}
-    return extra or None

@@ -13,7 +13,7 @@ HELP = "write the Verilog of every top-level design"
 def add_arguments(parser):
     parser.add_argument("-o", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--design", action="append", help="only this design (repeatable)")
-    parser.add_argument("--cores", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm, soc)")
+    parser.add_argument("--warps", "--cores", dest="warps", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm, soc)")
     parser.add_argument("--lanes", type=int, default=None, choices=[64, 32, 16],
                         help="multipliers of the MMA4 core (mma4, mma4play, gemm, fp4gemm, wmma, soc)")
     parser.add_argument("--dense-only", action="store_true",
@@ -39,10 +39,10 @@ def run(args) -> int:
     for name in names:
         if name not in DESIGNS:
             raise CliError(f"unknown design {name!r}; designs: {', '.join(sorted(DESIGNS))}")
-    asked = {"cores": args.cores,
+    asked = {"warps": args.warps,
              "mem_words": None if args.mem_kib is None else args.mem_kib * 1024 // 16,
              "data_width": args.data_width, "lanes": args.lanes}
-    flags = {"cores": "--cores", "mem_words": "--mem-kib",
+    flags = {"warps": "--warps", "mem_words": "--mem-kib",
              "data_width": "--data-width", "lanes": "--lanes"}
     if args.mem_kib is not None and (args.mem_kib < 1 or args.mem_kib & (args.mem_kib - 1)):
         raise CliError(f"--mem-kib must be a power of two, not {args.mem_kib}")

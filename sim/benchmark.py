@@ -1,4 +1,4 @@
-"""The benchmarks behind ``tcore bench``: the golden model per input kind against NumPy, the
+"""The benchmarks behind ``tcore benchmark``: the golden model per input kind against NumPy, the
 MMA4 core on each simulator, and a GEMM on the GEMM top.  They print figures; no test depends
 on a timing.
 """
@@ -7,21 +7,21 @@ from __future__ import annotations
 
 import os
 
-__all__ = ["BenchError", "pin_blas_threads", "bench_golden", "bench_sim", "bench_gemm",
-           "bench_soc", "bench_all", "print_bench_table", "print_soc_table", "GOLDEN_BENCH_KINDS"]
+__all__ = ["BenchmarkError", "pin_blas_threads", "benchmark_golden", "benchmark_sim", "benchmark_gemm",
+           "benchmark_soc", "benchmark_all", "print_benchmark_table", "print_soc_table", "GOLDEN_BENCH_KINDS"]
 
 
-class BenchError(RuntimeError):
+class BenchmarkError(RuntimeError):
     """A benchmark could not run, or its result was not bit-exact."""
 
 
 def pin_blas_threads():
-    """One BLAS thread: set before NumPy loads (``tcore bench`` does it first thing)."""
+    """One BLAS thread: set before NumPy loads (``tcore benchmark`` does it first thing)."""
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
 
 
-#: ``tcore bench golden``'s input kinds: (label, golden.matmul arguments, K of one instruction).
+#: ``tcore benchmark golden``'s input kinds: (label, golden.matmul arguments, K of one instruction).
 GOLDEN_BENCH_KINDS = {
     "fp16_f32": ("FP16->FP32", "float16", {}, 16),
     "bf16_f32": ("BF16->FP32", "bfloat16", {}, 16),
@@ -48,7 +48,7 @@ def _load() -> str:
         return "load average unknown"
 
 
-def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1, workers: int | None = None,
+def benchmark_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1, workers: int | None = None,
                  gemm: int = 0, engines=("numpy", "compiled")) -> dict:
     """Time the golden model against float32 ``numpy.matmul`` (+ C) on the same random tiles,
     for each input kind and engine: ``tiles`` 16x16 tiles of one instruction's K (16, 32 for
@@ -63,9 +63,9 @@ def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1, workers: int
     from tcore.golden.mma import default_engine
 
     if tiles < 1:
-        raise BenchError(f"--tiles must be at least 1, not {tiles}")
+        raise BenchmarkError(f"--tiles must be at least 1, not {tiles}")
     if workers is not None and workers < 1:
-        raise BenchError(f"--workers must be at least 1, not {workers}")
+        raise BenchmarkError(f"--workers must be at least 1, not {workers}")
     workers = workers or os.cpu_count() or 1
     engines = [e for e in engines if e != "compiled" or default_engine() == "compiled"]
     rng = np.random.default_rng(seed)
@@ -101,7 +101,7 @@ def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1, workers: int
             if ref is None:
                 ref = d
             elif not np.array_equal(d.view(np.uint8), ref.view(np.uint8)):
-                raise BenchError(f"{label}: the {engine} engine's bits differ from {engines[0]}'s")
+                raise BenchmarkError(f"{label}: the {engine} engine's bits differ from {engines[0]}'s")
             s = best(lambda: matmul(a, b, c, engine=engine, workers=workers, **kw))
             row["engines"][engine] = {"golden_s": s, "dots_per_s": dots / s, "ratio": s / matmul_s}
         main = row["engines"][engines[-1]]
@@ -128,7 +128,7 @@ def bench_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1, workers: int
     return out
 
 
-def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:
+def benchmark_sim(tiles: dict | None = None, seed: int = 1) -> dict:
     """Tiles per second through the MMA4 core (fused K=16, FP16 -> FP32) on each simulator.
 
     Builds first (not timed).  Rates use the time spent simulating (driving beats and reading
@@ -137,9 +137,11 @@ def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:
     import time
     import numpy as np
     from tcore.golden import mma
-    from tcore.sim.core import run_core
+    from tcore.numerics import Op
+    from tcore.rtl.designs import preset
+    from tcore.sim.core import player_of
+    from tcore.sim.run import Operands, run
     from tcore.sim.runner import build
-    from tcore.sim.core import DEFAULT_PARAMS
 
     tiles = tiles or {"verilator": 256, "icarus": 4, "amaranth": 2}
     rng = np.random.default_rng(seed)
@@ -148,62 +150,66 @@ def bench_sim(tiles: dict | None = None, seed: int = 1) -> dict:
         a = rng.standard_normal((n, 16, 16)).astype(np.float16).view(np.uint16)
         b = rng.standard_normal((n, 16, 16)).astype(np.float16).view(np.uint16)
         c = rng.standard_normal((n, 16, 16)).astype(np.float32).view(np.uint32)
-        if sim != "amaranth":
-            build(sim, "mma4", DEFAULT_PARAMS)
+        core = preset("lint", "mma4")
+        if sim != "amaranth":       # what the run builds: the core in its beat player
+            build(sim, "mma4play", player_of(core).params)
         print(f"  {sim}: {n} tiles ...", flush=True)
         t = time.perf_counter()
-        d, info = run_core(sim, a, b, c, in_fmt="fp16", out_fmt="fp32")
+        r = run(core, Op.parse("fp16->fp32"), Operands(a, b, c), sim)
         wall = time.perf_counter() - t
-        bad = int((d != mma(a, b, c)).sum())
+        bad = int((r.d != mma(a, b, c)).sum())
         if bad:
-            raise BenchError(f"{sim}: {bad} outputs differ from the golden model")
-        out[sim] = {"tiles": n, "wall_s": wall, "sim_s": info["sim_s"], "mismatches": bad,
-                    "tiles_per_s": n / info["sim_s"], "cycles": info["cycles"],
-                    "cycles_per_s": info["cycles"] / info["sim_s"]}
+            raise BenchmarkError(f"{sim}: {bad} outputs differ from the golden model")
+        out[sim] = {"tiles": n, "wall_s": wall, "sim_s": r.sim_s, "mismatches": bad,
+                    "tiles_per_s": n / r.sim_s, "cycles": r.cycles,
+                    "cycles_per_s": r.cycles / r.sim_s}
     base = out.get("verilator", next(iter(out.values())))["tiles_per_s"]
     for r in out.values():
         r["ratio_vs_verilator"] = r["tiles_per_s"] / base
     return out
 
 
-def bench_gemm(m=128, n=128, k=128, backend="verilator", seed=1) -> dict:
+def benchmark_gemm(m=128, n=128, k=128, backend="verilator", seed=1) -> dict:
     """A random FP16 -> FP32 GEMM on the GEMM top: clocks, utilisation, bit-exactness."""
     from tcore.golden.gemm import matmul_t
-    from tcore.sim.gemm import run_gemm
+    from tcore.numerics import Op
+    from tcore.rtl.designs import preset
+    from tcore.sim.run import Operands, run
 
-    from tcore.sim.operands import random_operands
-
-    a, b = random_operands(m, n, k, "fp16", seed)
-    d, info = run_gemm(backend, a, b, progress=False)
-    bad = int((d != matmul_t(a, b)).sum())
+    op = Op.parse("fp16->fp32")
+    a, b = op.random_operands(m, n, k, seed)
+    r = run(preset("lint", "gemm"), op, Operands(a, b), backend)
+    bad = int((r.d != matmul_t(a, b)).sum())
     if bad:
-        raise BenchError(f"GEMM: {bad} outputs differ from the golden model")
-    return {"m": m, "n": n, "k": k, "backend": backend, "cycles": info["cycles"],
-            "utilization": m * n * k / info["cycles"] / 64, "mismatches": bad,
-            "sim_cycles_per_s": info["cycles"] / info["sim_s"]}
+        raise BenchmarkError(f"GEMM: {bad} outputs differ from the golden model")
+    return {"m": m, "n": n, "k": k, "backend": backend, "cycles": r.cycles,
+            "utilization": m * n * k / r.cycles / 64, "mismatches": bad,
+            "sim_cycles_per_s": r.cycles / r.sim_s}
 
 
-def bench_soc(m=64, n=None, k=None, warps=(1, 2, 4, 8), backend="verilator", seed=1) -> dict:
+def benchmark_soc(m=64, n=None, k=None, warps=(1, 2, 4, 8), backend="verilator", seed=1) -> dict:
     """A random FP16 -> FP32 GEMM through the ``soc`` design (AXI memory without pauses) with
     each number of warps: clocks (the CYCLES register), utilisation of the warps' cores, the
     speed-up over the first (one warp), and the AXI4 read data bus's busy share (R beats
     per clock; the 128-bit bus carries at most one a clock), all in one run.  ``m`` alone
-    sets a cube (``bench_soc(256)``: 256x256x256)."""
+    sets a cube (``benchmark_soc(256)``: 256x256x256)."""
     from tcore.golden.gemm import matmul_t
-    from tcore.sim.soc import run_soc
-
-    from tcore.sim.operands import random_operands
+    from tcore.numerics import Op
+    from tcore.rtl.designs import preset
+    from tcore.sim.run import Operands, run
 
     n, k = n or m, k or m
-    a, b = random_operands(m, n, k, "fp16", seed)
+    op = Op.parse("fp16->fp32")
+    a, b = op.random_operands(m, n, k, seed)
     want = matmul_t(a, b)
     rows = []
     for w in warps:
         print(f"  {m}x{n}x{k}, {w} warp{'s' if w > 1 else ''} ...", flush=True)
-        d, info = run_soc(backend, a, b, params={"cores": w} if w > 1 else None)
+        r = run(preset("lint", "soc").replace(warps=w), op, Operands(a, b), backend)
+        d, info = r.d, {"cycles": r.cycles}
         bad = int((d != want).sum())
         if bad:
-            raise BenchError(f"soc with {w} warps: {bad} outputs differ from the golden model")
+            raise BenchmarkError(f"soc with {w} warps: {bad} outputs differ from the golden model")
         rows.append({"warps": w, "cycles": info["cycles"], "mismatches": bad,
                      "utilization": m * n * k / info["cycles"] / (64 * w),
                      "fma_per_clock": m * n * k / info["cycles"],
@@ -214,7 +220,7 @@ def bench_soc(m=64, n=None, k=None, warps=(1, 2, 4, 8), backend="verilator", see
 
 
 def print_soc_table(r: dict):
-    """``bench_soc``'s result as the Markdown table of docs/soc.md."""
+    """``benchmark_soc``'s result as the Markdown table of docs/soc.md."""
     print(f"soc design, {r['m']}x{r['n']}x{r['k']} FP16->FP32 on {r['backend']}, AXI memory "
           "without pauses, bit-exact")
     print()
@@ -238,18 +244,18 @@ def _machine() -> str:
     return f"{cpu}, {os.cpu_count()} CPUs, Python {platform.python_version()}"
 
 
-def bench_all() -> dict:
+def benchmark_all() -> dict:
     import datetime
     print("  golden model ...", flush=True)
-    g = bench_golden()
-    s = bench_sim()
+    g = benchmark_golden()
+    s = benchmark_sim()
     print("  GEMM 128x128x128 on Verilator ...", flush=True)
-    gm = bench_gemm()
+    gm = benchmark_gemm()
     return {"date": datetime.date.today().isoformat(), "machine": _machine(), "golden": g, "sim": s,
             "gemm": gm}
 
 
-def print_bench_table(r: dict):
+def print_benchmark_table(r: dict):
     g, s, gm = r["golden"], r["sim"], r["gemm"]
     print(f"tcore benchmarks, {r['date']}, {r['machine']}, NumPy with {g['blas']}, 1 thread")
     print()

@@ -1,4 +1,5 @@
-"""``tcore bench``: the benchmarks of ``sim.bench``, as tables (and ``--json``)."""
+"""``tcore benchmark`` (``tcore bench``, its old name): the benchmarks of
+:mod:`tcore.sim.benchmark`, as tables (and ``--json``)."""
 
 from __future__ import annotations
 
@@ -6,13 +7,15 @@ import json
 
 from .common import CliError, EXIT_OK
 
-NAME = "bench"
+NAME = "benchmark"
+#: The command's old name, kept for scripts that use it.
+ALIASES = ("bench",)
 HELP = "benchmarks that print figures"
 
 
 def add_arguments(parser):
     parser.add_argument("what", choices=["golden", "sim", "soc", "all"],
-                        help="all: golden, sim and a GEMM, as one table (make bench); soc: the soc "
+                        help="all: golden, sim and a GEMM, as one table (make benchmark); soc: the soc "
                              "design with 1, 2, 4 and 8 warps")
     parser.add_argument("--size", type=int, default=64, metavar="N",
                         help="soc: an NxNxN GEMM (a multiple of 16; default 64)")
@@ -25,28 +28,28 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from tcore.sim import bench
+    from tcore.sim import benchmark
 
-    bench.pin_blas_threads()            # one BLAS thread, before NumPy loads
+    benchmark.pin_blas_threads()            # one BLAS thread, before NumPy loads
     try:
         if args.what == "all":
-            r = bench.bench_all()
+            r = benchmark.benchmark_all()
             print()
-            bench.print_bench_table(r)
+            benchmark.print_benchmark_table(r)
         elif args.what == "soc":
             if args.size < 16 or args.size % 16:
                 raise CliError(f"--size must be a positive multiple of 16, not {args.size}")
-            r = bench.bench_soc(args.size)
-            bench.print_soc_table(r)
+            r = benchmark.benchmark_soc(args.size)
+            benchmark.print_soc_table(r)
         elif args.what == "sim":
-            r = bench.bench_sim()
+            r = benchmark.benchmark_sim()
             print(f"{'simulator':10s} {'tiles':>6s} {'sim s':>7s} {'wall s':>7s} {'tiles/s':>9s} "
                   f"{'cycles/s':>9s} {'vs verilator':>13s}")
             for sim, x in r.items():
                 print(f"{sim:10s} {x['tiles']:6d} {x['sim_s']:7.2f} {x['wall_s']:7.2f} "
                       f"{x['tiles_per_s']:9.2f} {x['cycles_per_s']:9.0f} {x['ratio_vs_verilator']:12.4f}x")
         else:
-            r = bench.bench_golden(tiles=args.tiles, workers=args.workers, gemm=args.gemm)
+            r = benchmark.benchmark_golden(tiles=args.tiles, workers=args.workers, gemm=args.gemm)
             print(f"golden model against float32 numpy.matmul + C on {r['tiles']} random 16x16 tiles "
                   f"per kind (best of 5; numpy.matmul on 1 BLAS thread, {r['blas']}; golden model "
                   f"on {r['workers']} of {r['cpus']} cores; {r['load_before']} before, "
@@ -64,7 +67,7 @@ def run(args) -> int:
                       f"{g['workers']} workers: {g['golden_s']:.2f} s "
                       f"({g['dots_per_s'] / 1e6:.2f} M dots/s of K={g['n']}); float32 numpy.matmul "
                       f"{g['matmul_f32_s']:.3f} s; {g['load_after']}")
-    except bench.BenchError as e:
+    except benchmark.BenchmarkError as e:
         raise CliError(str(e)) from None
     if args.json:
         print(json.dumps(r))
