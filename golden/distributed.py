@@ -21,7 +21,7 @@ from functools import partial
 
 import numpy as np
 
-__all__ = ["is_dask", "mma", "matmul", "connect", "verify_tiles", "split", "DaskMissing"]
+__all__ = ["is_dask", "mma", "matmul", "connect", "split", "DaskMissing"]
 
 
 class DaskMissing(ImportError):
@@ -88,11 +88,13 @@ def _block(fn, kwargs, *blocks):
     return fn(*blocks, **kwargs)
 
 
-def mma(a, b, c, *, workers=None, **kwargs):
-    """:func:`golden.mma.mma` on dask arrays (any operand a ``dask.array``): a lazy
-    ``dask.array`` of D's bits, chunked over M (A's row chunks) and N (B's column chunks), the
-    whole K in each block.  The arguments are checked now, as the serial model checks them."""
-    from .mma import check_operands, mma as serial
+def mma(a, b, c, *, serial, check, workers=None, **kwargs):
+    """``serial`` (:func:`golden.mma.mma`, which hands dask arrays here) on dask arrays (any
+    operand a ``dask.array``): a lazy ``dask.array`` of D's bits, chunked over M (A's row
+    chunks) and N (B's column chunks), the whole K in each block.  The arguments are checked
+    now, as the serial model checks them (``check``: :func:`golden.mma.check_operands`).  The
+    engine passes itself in, so that this module imports none of the engines."""
+    check_operands = check
     da = _da()
     a, b, c = (_as_array(da, x, n) for x, n in ((a, "a"), (b, "b"), (c, "c")))
     check_operands(*(_view(x.shape, x.dtype) for x in (a, b, c)), kwargs.get("in_fmt", "fp16"),
@@ -104,11 +106,11 @@ def mma(a, b, c, *, workers=None, **kwargs):
     return _blockwise(serial, a, b, c, c.dtype, kwargs)
 
 
-def matmul(a, b, c=None, *, workers=None, **kwargs):
-    """:func:`golden.matmul` on dask arrays: a lazy ``dask.array`` (float32, float16 or int32),
-    chunked over M and N as :func:`mma`, the whole K in each block."""
-    from . import floats
-    from .mma import check_operands
+def matmul(a, b, c=None, *, serial, op_of, check, workers=None, **kwargs):
+    """``serial`` (:func:`golden.matmul`) on dask arrays: a lazy ``dask.array`` (float32,
+    float16 or int32), chunked over M and N as :func:`mma`, the whole K in each block.
+    ``op_of`` is :func:`golden.floats.matmul_op`, ``check`` :func:`golden.mma.check_operands`."""
+    check_operands = check
     da = _da()
     a, b, c = (_as_array(da, x, n) for x, n in ((a, "a"), (b, "b"), (c, "c")))
     for name, x in (("a", a), ("b", b)):
@@ -118,14 +120,14 @@ def matmul(a, b, c=None, *, workers=None, **kwargs):
         raise ValueError(f"a and b must be at least 2-D (..., rows, cols), not {a.shape}, {b.shape}")
     # Formats, out, c's dtype and the other arguments: the serial function on a 1x1x1 product.
     c1 = None if c is None else np.zeros((1, 1), c.dtype)
-    d1 = floats.matmul(np.zeros((1, 1), a.dtype), np.zeros((1, 1), b.dtype), c1, workers=1, **kwargs)
-    op = floats.matmul_op(a.dtype, b.dtype, **{k: kwargs[k] for k in
-                                               ("out", "saturate", "instr", "promote") if k in kwargs})
+    d1 = serial(np.zeros((1, 1), a.dtype), np.zeros((1, 1), b.dtype), c1, workers=1, **kwargs)
+    op = op_of(a.dtype, b.dtype, **{k: kwargs[k] for k in
+                                    ("out", "saturate", "instr", "promote") if k in kwargs})
     cshape = (a.shape[-2], b.shape[-1]) if c is None else c.shape
     check_operands(_view(a.shape, op.a_bits), _view(b.shape, op.b_bits),
                    _view(cshape, op.acc_bits), op.a, op.acc, op.b)
     kwargs["workers"] = 1 if workers is None else workers
-    return _blockwise(floats.matmul, a, b, c, d1.dtype, kwargs)
+    return _blockwise(serial, a, b, c, d1.dtype, kwargs)
 
 
 # -- a cluster --------------------------------------------------------------------------------
@@ -159,38 +161,3 @@ def split(m: int, n: int, parts: int, align: int = 16) -> tuple[int, int]:
     rm = -(-(-(-m // pm)) // align) * align
     cn = -(-(-(-n // pn)) // align) * align
     return min(rm, m), min(cn, n)
-
-
-def cluster_mma(client, a, b, c, *, parts=None, **kwargs):
-    """:func:`golden.mma.mma` of NumPy bits computed on ``client``'s cluster: the output cut into
-    ``parts`` blocks (default four per worker thread), D back as NumPy."""
-    da = _da()
-    if parts is None:
-        parts = 4 * max(1, sum(client.nthreads().values()))
-    m, n = c.shape[-2:]
-    rm, cn = split(m, n, parts)
-    lead = (-1,) * (a.ndim - 2)
-    # The operands go to the cluster once (scatter), not inside every task's graph.  Keys of
-    # their own (hash=False): content-hashed keys are shared with an earlier scatter of the
-    # same bits, and a computation that starts while the scheduler still forgets that one's
-    # key fails with "lost dependencies" (dask/distributed#8576).
-    fa, fb, fc = client.scatter([np.asarray(a), np.asarray(b), np.asarray(c)], hash=False)
-    xa = da.from_delayed(_delayed(fa), a.shape, a.dtype).rechunk(lead + (rm, -1))
-    xb = da.from_delayed(_delayed(fb), b.shape, b.dtype).rechunk(lead + (-1, cn))
-    xc = da.from_delayed(_delayed(fc), c.shape, c.dtype).rechunk(lead + (rm, cn))
-    from .mma import mma as serial
-    d = serial(xa, xb, xc, **kwargs)
-    return client.compute(d).result()
-
-
-def _delayed(future):
-    import dask
-    return dask.delayed(future)
-
-
-def verify_tiles(a, b, c, expected, **kwargs) -> tuple[int, int]:
-    """``(checked, mismatches)`` of the golden model against captured outputs: one ``tcore
-    verify`` job (a file's kernel), run where it is submitted (a cluster worker)."""
-    from .mma import mma as _mma
-    got = _mma(a, b, c, **kwargs)
-    return int(got.size), int((got != expected).sum())

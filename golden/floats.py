@@ -132,7 +132,8 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
                         workers=workers, out=out, saturate=saturate, **library)
     if any(hasattr(x, "__dask_graph__") for x in (a, b, c)):      # dask: golden.distributed
         from .distributed import matmul as dask_matmul
-        return dask_matmul(a, b, c, out=out, arch=arch, instr=instr, saturate=saturate,
+        from .mma import check_operands
+        return dask_matmul(a, b, c, serial=matmul, op_of=matmul_op, check=check_operands, out=out, arch=arch, instr=instr, saturate=saturate,
                            promote=promote, engine=engine, workers=workers)
     a, b = np.asarray(a), np.asarray(b)
     op = matmul_op(a.dtype, b.dtype, out=out, saturate=saturate, instr=instr, promote=promote)

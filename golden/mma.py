@@ -189,7 +189,7 @@ def mma(a, b, c, *, op=None, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOP
         instr, saturate, promote = op.instr, op.saturate, op.promote
     if any(hasattr(x, "__dask_graph__") for x in (a, b, c)):      # dask: golden.distributed
         from .distributed import mma as dask_mma
-        return dask_mma(a, b, c, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, arch=arch, mode=mode,
+        return dask_mma(a, b, c, serial=mma, check=check_operands, in_fmt=in_fmt, out_fmt=out_fmt, b_fmt=b_fmt, arch=arch, mode=mode,
                         instr=instr, saturate=saturate, promote=promote, engine=engine,
                         workers=workers)
     a, b, c, in_fmt, out_fmt, b_fmt = check_operands(a, b, c, in_fmt, out_fmt, b_fmt)

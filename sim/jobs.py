@@ -146,7 +146,7 @@ class GemmResult:
 def run_job(job: GemmJob, mma: Callable | None = None) -> GemmResult:
     """Run ``job`` through :func:`tcore.sim.run.run`; ``mma`` is the golden model's function
     (default ``golden.mma``; a dask cluster's with ``functools.partial(
-    golden.distributed.cluster_mma, client)``).  GemmError where the simulator fails or the
+    golden.cluster.cluster_mma, client)``).  GemmError where the simulator fails or the
     run is refused."""
     if job.format in FP4_FORMATS:
         return _run_fp4(job)

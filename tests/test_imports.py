@@ -11,9 +11,6 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("golden", "host", "numerics", "rtl", "sim", "tb")
 TOP = {"tcore", *PACKAGES}
 
-#: Edges left out of the cycle check, each with its reason.  golden.mma.mma and golden.matmul
-#: hand dask arrays to golden.distributed, which maps the serial functions over the blocks.
-DISPATCH = {("tcore.golden.mma", "tcore.golden.distributed"), ("tcore.golden.floats", "tcore.golden.distributed")}
 
 
 def modules() -> dict:
@@ -107,11 +104,7 @@ def test_the_graph_sees_the_imports():
 
 
 def test_no_module_imports_itself_round_about():
-    g = import_graph()
-    for a, b in DISPATCH:
-        assert b in g[a], f"{a} no longer imports {b}: drop the entry from DISPATCH"
-        g[a] = g[a] - {b}
-    assert cycles(g) == []
+    assert cycles(import_graph()) == []
 
 
 def test_every_import_goes_through_the_one_namespace():

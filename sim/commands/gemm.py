@@ -62,7 +62,7 @@ def run(args) -> int:
     mma = client = None
     if args.scheduler:                  # the golden model's output blocks on a dask cluster
         from functools import partial
-        from tcore.golden.distributed import cluster_mma, connect
+        from tcore.golden.cluster import cluster_mma, connect
         try:
             client = connect(args.scheduler)
         except (ImportError, OSError) as e:

@@ -270,7 +270,7 @@ def _jobs_of(args, arch, path, client) -> list:
                 _check_rtl_shapes(prob, path, args.through)
             future = None
             if client is not None:
-                from tcore.golden.distributed import verify_tiles
+                from tcore.golden.cluster import verify_tiles
                 future = client.submit(verify_tiles, prob.a, prob.b, prob.c, prob.expected,
                                        arch=arch, **prob.kernel.mma_args(), pure=False)
             jobs.append(KernelRun(path, data, prob, future))
