@@ -27,16 +27,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from tcore.numerics import Op, UnsupportedOp
-from tcore.numerics.fragments import SHAPES, dims, distinct, element_map
+from tcore.numerics.fragments import ROLES, SHAPES, THREADS, dims, distinct, element_map
 
 from .mma import mma
 
-__all__ = ["KINDS", "LAYOUTS", "SHAPES", "element_map", "storage_map", "Fragment", "WmmaError",
+__all__ = ["ROLES", "LAYOUTS", "SHAPES", "element_map", "storage_map", "Fragment", "WmmaError",
            "fill_fragment", "load_matrix_sync", "mma_sync", "store_matrix_sync", "check_ldm"]
 
-KINDS = ("matrix_a", "matrix_b", "accumulator")
 LAYOUTS = ("row_major", "col_major")
-LANES = 32
 
 
 class WmmaError(ValueError):
@@ -78,15 +76,15 @@ class Fragment:
 
     @classmethod
     def new(cls, kind, fmt, shape="m16n16k16"):
-        if kind not in KINDS:
-            raise ValueError(f"Fragment kind must be one of {KINDS}, not {kind!r}")
+        if kind not in ROLES:
+            raise ValueError(f"Fragment role must be one of {ROLES}, not {kind!r}")
         if shape not in SHAPES:
             raise ValueError(f"WMMA shape must be one of {tuple(SHAPES)}, not {shape!r}")
         want = ("fp32", "fp16") if kind == "accumulator" else ("fp16", "bf16")
         if fmt not in want:
             raise ValueError(f"A {kind} fragment holds {' or '.join(want)}, not {fmt!r}")
         dtype = np.uint32 if fmt == "fp32" else np.uint16
-        return cls(kind, fmt, np.zeros((LANES, distinct(kind, shape)), dtype), shape)
+        return cls(kind, fmt, np.zeros((THREADS, distinct(kind, shape)), dtype), shape)
 
     @property
     def esize(self) -> int:

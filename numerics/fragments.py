@@ -44,19 +44,21 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["KINDS", "LANES", "SLOTS", "BLOCKS", "COLUMNS", "element_map", "lane_of",
+__all__ = ["ROLES", "THREADS", "SLOTS", "BLOCKS", "COLUMNS", "element_map", "lane_of",
            "position_of", "group_of", "block_place", "skew", "element_of"]
 
-KINDS = ("matrix_a", "matrix_b", "accumulator")
+ROLES = ("matrix_a", "matrix_b", "accumulator")
 SHAPES = {"m16n16k16": (16, 16, 16), "m32n8k16": (32, 8, 16), "m8n32k16": (8, 32, 16)}
-LANES, SLOTS = 32, 8        # 8 distinct slots per lane (matrix fragments repeat them as 8..15)
+#: A warp's threads (CUDA names a thread's index in its warp its lane: ``lane_of``), and the
+#: distinct slots each holds (matrix fragments repeat them as 8..15).  Not the core's lanes.
+THREADS, SLOTS = 32, 8
 BLOCKS = 16                 # 4x4 blocks of a 16x16 fragment: register-file entries
 COLUMNS = 8                 # lane positions in a group: register-file columns
 
 
 def _check(kind):
-    if kind not in KINDS:
-        raise ValueError(f"Fragment kind must be one of {KINDS}, not {kind!r}")
+    if kind not in ROLES:
+        raise ValueError(f"Fragment role must be one of {ROLES}, not {kind!r}")
 
 
 def _check_shape(shape):
@@ -75,7 +77,7 @@ def dims(kind: str, shape: str = "m16n16k16") -> tuple[int, int]:
 def distinct(kind: str, shape: str = "m16n16k16") -> int:
     """Distinct elements per lane: rows * columns / 32 (16, 8 or 4)."""
     r, c = dims(kind, shape)
-    return r * c // LANES
+    return r * c // THREADS
 
 
 def element_map(kind: str, shape: str = "m16n16k16") -> np.ndarray:
@@ -94,7 +96,7 @@ def element_map(kind: str, shape: str = "m16n16k16") -> np.ndarray:
     if shape == "m8n32k16":                         # m32n8k16 transposed, A and B swapped
         other = {"matrix_a": "matrix_b", "matrix_b": "matrix_a"}.get(kind, kind)
         return element_map(other, "m32n8k16")[..., ::-1].copy()
-    lane = np.arange(LANES)[:, None]
+    lane = np.arange(THREADS)[:, None]
     i = np.arange(SLOTS)[None, :]
     g, t = lane // 4, lane % 4
     hi_row = np.isin(i, (2, 3, 6, 7)) * 8       # the same for all three kinds

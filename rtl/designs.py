@@ -20,8 +20,7 @@ from amaranth.lib import data
 __all__ = ["DESIGNS", "Build", "PRESETS", "preset", "LINT_PARAMS", "SYNTH_PARAMS", "MAX_WARPS",
            "make", "parameters", "to_verilog", "port_header", "bench_memory"]
 
-#: Warps of the GEMM top and the SoC block (the ``warps`` build field).
-MAX_WARPS = 8
+from .sizes import LANES, MAX_WARPS
 
 
 #: Each design: the module and top-level class, and the constructor arguments its build fixes.
@@ -112,17 +111,12 @@ class Build:
                              f"{', '.join(sorted(defaults)) or 'none'})")
         if "warps" in params and not 1 <= params["warps"] <= MAX_WARPS:
             raise ValueError(f"warps must be 1 to {MAX_WARPS}, not {params['warps']}")
-        if "lanes" in params and design in _COMPUTES and params["lanes"] not in self._lanes():
-            raise ValueError(f"lanes must be one of {', '.join(map(str, self._lanes()))}, not "
+        if "lanes" in params and design in _COMPUTES and params["lanes"] not in LANES:
+            raise ValueError(f"lanes must be one of {', '.join(map(str, LANES))}, not "
                              f"{params['lanes']}")
         object.__setattr__(self, "design", design)
         object.__setattr__(self, "fields", tuple(sorted(
             (k, v) for k, v in params.items() if v != defaults[k])))
-
-    @staticmethod
-    def _lanes():
-        from .mma4 import LANES
-        return LANES
 
     def __getattr__(self, name):
         if name.startswith("_"):

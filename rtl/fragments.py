@@ -57,10 +57,10 @@ from tcore.numerics import fragments as fl
 from .replica import replica
 
 __all__ = ["FragKind", "Shape", "FragmentBank", "LoadSignature", "FillSignature", "MmaReadSignature",
-           "MmaWriteSignature", "StoreSignature", "LANES", "SLOTS", "MATRIX_A", "MATRIX_B",
+           "MmaWriteSignature", "StoreSignature", "THREADS", "SLOTS", "MATRIX_A", "MATRIX_B",
            "ACCUMULATOR", "METADATA", "WORD_BITS", "host_port"]
 
-LANES, SLOTS = fl.LANES, fl.SLOTS
+THREADS, SLOTS = fl.THREADS, fl.SLOTS
 WORD_BITS = 128                     # memory port: 8 half or 4 float elements
 ENTRIES, COLUMNS = fl.BLOCKS, fl.COLUMNS
 
@@ -415,7 +415,7 @@ class FragmentBank(wiring.Component):
         distinct ones)."""
         name = _NAMES[FragKind(kind)]
         rc = fl.element_map(name, shape)
-        if not (0 <= lane < LANES and 0 <= slot < (8 if name == "accumulator" else 16)):
+        if not (0 <= lane < THREADS and 0 <= slot < (8 if name == "accumulator" else 16)):
             raise ValueError(f"no slot {slot} in lane {lane}")
         sname, off, r, c = fl.shape_place(shape, name, *map(int, rc[lane, slot % rc.shape[1]]))
         skind = {v: k for k, v in _NAMES.items()}[sname]

@@ -7,6 +7,7 @@ from amaranth import *
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .sizes import MAX_WARPS
 from .dispenser import TileDispenser, tile_layout
 from .feeder import BeatFeeder, DrainD
 from .fragments import (MATRIX_A, MATRIX_B, METADATA, WORD_BITS, FragmentBank, LoadSignature,
@@ -434,8 +435,8 @@ class GemmTop(wiring.Component):
 
     def __init__(self, *, warps: int = 1, mem_words: int = 32768, lanes: int = 64,
                  sparse: bool = True):
-        if not 1 <= warps <= 8:
-            raise ValueError(f"Warps must be 1 to 8, not {warps!r}")
+        if not 1 <= warps <= MAX_WARPS:
+            raise ValueError(f"Warps must be 1 to {MAX_WARPS}, not {warps!r}")
         if mem_words < 64 or mem_words & (mem_words - 1) or mem_words > (1 << ADDR_BITS):
             raise ValueError(f"Memory words must be a power of two in 64..2**{ADDR_BITS}, not {mem_words!r}")
         self._warps, self._mem_words = warps, mem_words

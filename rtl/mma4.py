@@ -15,6 +15,7 @@ from .datapath import (ACC_WIDTH, PAIR_BITS, ADDEND_SHIFT, ADDEND_TERM_BITS, E_W
                        extend, product_term)
 from .formats import (FP16, FP32, Fields, FormatSel, InputKind, Mode, Operand, Special, UnpackAddend, format_select,
                       unpack_fields, unpack_finish)
+from . import sizes
 from .replica import replica
 
 __all__ = ["Beat", "DTile", "MMA4", "BeatEntry", "GroupEntry", "InputKind", "Mode", "KDEPTH",
@@ -26,9 +27,10 @@ KDEPTH = {InputKind(f.code): f.beat_k for f in INPUT_FORMATS.values()}
 #: Clocks (passes through the 64 multipliers) a beat takes per kind.
 PASSES = {k: max(1, d // 4) for k, d in KDEPTH.items()}
 MAX_PASSES = MAX_BEATS * max(PASSES.values())
-#: Products per clock a core may be built with: a pass's 64 products go through ``lanes``
-#: multipliers in ``64 // lanes`` clocks, a slice of whole output rows each clock.
-LANES = (64, 32, 16)
+#: Products per clock a core may be built with (:data:`tcore.rtl.sizes.LANES`): a pass's 64
+#: products go through ``lanes`` multipliers in ``64 // lanes`` clocks, a slice of whole output
+#: rows each clock.
+LANES = sizes.LANES
 # The 2:4 metadata of a dense beat (every row's byte 0b11_10_01_00): group 0 keeps rows 0, 1,
 # group 1 rows 2, 3, i.e. stored k = logical k (see MMA4._b_of).
 DENSE_META = 0xE4E4E4E4

@@ -42,6 +42,7 @@ from amaranth.lib.wiring import In, Out
 
 from tcore.numerics.formats import INPUT_FORMATS
 
+from .sizes import MAX_WARPS
 from .axil import AxiLiteRegs
 from .dispenser import TileDispenser
 from .fragments import ACCUMULATOR, MATRIX_A, MATRIX_B, WORD_BITS
@@ -608,8 +609,8 @@ class GemmSoc(wiring.Component):
         from .axil import flat_members
         if addr_width not in (32, 64):
             raise ValueError(f"Address width must be 32 or 64, not {addr_width!r}")
-        if not 1 <= warps <= 8:
-            raise ValueError(f"The soc design has 1 to 8 warps, not {warps!r}")
+        if not 1 <= warps <= MAX_WARPS:
+            raise ValueError(f"The soc design has 1 to {MAX_WARPS} warps, not {warps!r}")
         self._aw, self._dw, self._warps = addr_width, data_width, warps
         self.regs = AxiLiteRegs(constants={"CAPS": {
             "warps": warps, "data_bytes_log2": (data_width // 8).bit_length() - 1,

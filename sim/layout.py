@@ -19,7 +19,7 @@ import tempfile
 from amaranth.sim import Simulator
 
 from tcore.numerics.fragments import SHAPES, dims
-from tcore.rtl.fragments import ACCUMULATOR, LANES, MATRIX_A, MATRIX_B, FragmentBank, Shape
+from tcore.rtl.fragments import ACCUMULATOR, THREADS, MATRIX_A, MATRIX_B, FragmentBank, Shape
 
 __all__ = ["rtl_layout", "HEADINGS", "SHAPES", "NOTE"]
 
@@ -120,7 +120,7 @@ def _simulate_layout(shape) -> dict[str, list[list[int]]]:
                     await ctx.tick()
             ctx.set(lw.en, 0)
             lanes = []
-            for lane in range(LANES):
+            for lane in range(THREADS):
                 row = []
                 for slot in range(8 if acc else 16):
                     mem, addr, off, _ = bank.locate(kind, 0, lane, slot, name)

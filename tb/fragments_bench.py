@@ -28,12 +28,12 @@ import numpy as np
 from cocotb.triggers import FallingEdge
 
 from tcore.golden.wmma import Fragment, fill_fragment, load_matrix_sync, store_matrix_sync
-from tcore.numerics.fragments import KINDS
+from tcore.numerics.fragments import ROLES
 from tcore.host.handover import handover
 from tcore.tb.common import start
 
 MEM_BYTES = 8192
-KIND = {name: i for i, name in enumerate(KINDS)}
+KIND = {name: i for i, name in enumerate(ROLES)}
 def frags() -> int:
     """Fragments of each kind that every port of the design under test addresses (its build
     parameters)."""

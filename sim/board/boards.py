@@ -137,8 +137,9 @@ class BoardBuild:
     selftest: tuple = field(default=None, compare=True)
 
     def __post_init__(self):
-        if self.lanes not in (64, 32, 16):
-            raise BoardError(f"--lanes must be 64, 32 or 16, not {self.lanes}")
+        from tcore.rtl.sizes import LANES
+        if self.lanes not in LANES:
+            raise BoardError(f"--lanes must be one of {', '.join(map(str, LANES))}, not {self.lanes}")
         if not 300 <= self.baud <= 3_000_000:
             raise BoardError(f"--baud must be 300 to 3,000,000, not {self.baud}")
         if self.clock_mhz is not None and not 10 <= self.clock_mhz <= 200:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import sys
 
+from tcore.rtl.sizes import LANES
+
 from .common import EXIT_MISMATCH, EXIT_OK, CliError, operation, positive
 
 NAME = "board"
@@ -54,7 +56,7 @@ def add_arguments(parser):
 
     p = sub.add_parser("program", help="load the bitstream with openFPGALoader (or print the command)")
     p.add_argument("--board", default="ulx3s-85f", choices=_board_choices())
-    p.add_argument("--lanes", type=int, default=16, choices=[64, 32, 16])
+    p.add_argument("--lanes", type=int, default=16, choices=LANES)
     p.add_argument("--clock", type=float, default=None, metavar="MHZ")
     p.add_argument("--baud", type=int, default=115200)
     p.add_argument("--bitstream", default=None, metavar="FILE", help="default: the build's tcore.bit")
@@ -96,7 +98,7 @@ def add_arguments(parser):
 
 def _build_options(p):
     p.add_argument("--board", default="ulx3s-85f", choices=_board_choices())
-    p.add_argument("--lanes", type=int, default=16, choices=[64, 32, 16],
+    p.add_argument("--lanes", type=int, default=16, choices=LANES,
                    help="the core's multipliers (default 16)")
     p.add_argument("--clock", type=float, default=None, metavar="MHZ",
                    help="the tensor core's (and CPU's) clock; default: the board's (tcore board list)")

@@ -10,6 +10,8 @@ from pathlib import Path
 from tcore.sim.jobs import ACCUMULATORS, FP4_FORMATS, format_choices, lowprec_formats
 from tcore.numerics.formats import PTX_NAMES
 
+from tcore.rtl.sizes import LANES
+
 from .common import EXIT_MISMATCH, EXIT_OK, CliError, operation, refuse_golden_options, wave_note
 
 NAME = "gemm"
@@ -39,7 +41,7 @@ def add_arguments(parser):
                              "pruner (the two largest magnitudes of every 4 along K), run as "
                              "mma.sp k32 steps; FMA per clock counts logical FMA (peak 128 a core)")
     parser.add_argument("--warps", "--cores", dest="warps", type=int, default=1, help="warps, each with a 4x4x4 core, 1..8 (--cores: the old name)")
-    parser.add_argument("--lanes", type=int, default=64, choices=[64, 32, 16],
+    parser.add_argument("--lanes", type=int, default=64, choices=LANES,
                         help="multipliers of each core (products per clock; default 64)")
     parser.add_argument("--backend", default="verilator", choices=["golden", "amaranth", "icarus", "verilator"])
     parser.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import sys
 
+from tcore.rtl.sizes import LANES
+
 from .common import CliError, EXIT_OK, positive
 
 NAME = "synth"
@@ -14,7 +16,7 @@ HELP = "FPGA synthesis, place and route (ECP5): area and Fmax"
 def add_arguments(parser):
     parser.add_argument("--design", default="mma4", help="mma4 (default), gemm, wmma, fp4dec, fp4gemm, soc")
     parser.add_argument("--device", default="ecp5-85k", choices=["ecp5-25k", "ecp5-45k", "ecp5-85k"])
-    parser.add_argument("--lanes", type=int, default=None, choices=[64, 32, 16],
+    parser.add_argument("--lanes", type=int, default=None, choices=LANES,
                         help="multipliers of the MMA4 core (mma4, gemm, wmma, soc; default 64)")
     parser.add_argument("--dense-only", action="store_true",
                         help="mma4: the core without its 2:4 sparse select network (smaller: the "

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from tcore.rtl.sizes import LANES
+
 from .common import EXIT_MISMATCH, EXIT_OK, CliError, refuse_golden_options, wave_note
 
 NAME = "verify"
@@ -29,7 +31,7 @@ def add_arguments(parser):
     parser.add_argument("--arch", default="hopper", choices=["volta", "ampere", "hopper"])
     parser.add_argument("--warps", "--cores", dest="warps", type=int, default=None, metavar="N",
                         help="warps of the GEMM top or the soc block (--through gemm or soc), 1..8")
-    parser.add_argument("--lanes", type=int, default=64, choices=[64, 32, 16],
+    parser.add_argument("--lanes", type=int, default=64, choices=LANES,
                         help="multipliers of the RTL core (every --through path; default 64)")
     parser.add_argument("--tiles", type=int, default=None, metavar="N",
                         help="only the first N tiles (16x16 output tiles of a whole GEMM)")

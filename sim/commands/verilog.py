@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tcore.rtl.sizes import LANES
+
 from .common import CliError, EXIT_OK
 
 NAME = "verilog"
@@ -14,7 +16,7 @@ def add_arguments(parser):
     parser.add_argument("-o", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--design", action="append", help="only this design (repeatable)")
     parser.add_argument("--warps", "--cores", dest="warps", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm, soc)")
-    parser.add_argument("--lanes", type=int, default=None, choices=[64, 32, 16],
+    parser.add_argument("--lanes", type=int, default=None, choices=LANES,
                         help="multipliers of the MMA4 core (mma4, mma4play, gemm, fp4gemm, wmma, soc)")
     parser.add_argument("--dense-only", action="store_true",
                         help="mma4: the core without its 2:4 sparse select network")
