@@ -35,6 +35,8 @@ from math import ceil
 import ml_dtypes
 import numpy as np
 
+from tcore.numerics.formats import values_dtype
+
 from .sparse import bf16_rne
 
 __all__ = ["NotModelled", "SPLIT_K_TILE", "SPLIT_K_MAX_OUTPUTS", "split_k_auto", "split_slices",
@@ -54,8 +56,7 @@ class NotModelled(ValueError):
     split-K of other inputs than FP16/BF16, block-wise FP8 scales, ...): a ValueError, so
     :func:`golden.matmul` callers see one; ``tcore.torch`` turns it into ``Unsupported``."""
 
-_OUT = {"fp32": np.dtype(np.float32), "fp16": np.dtype(np.float16),
-        "bf16": np.dtype(ml_dtypes.bfloat16)}
+_OUT = {name: values_dtype(name) for name in ("fp32", "fp16", "bf16")}
 
 
 def split_k_auto(m: int, k: int, n: int) -> int:

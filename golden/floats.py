@@ -23,7 +23,7 @@ import ml_dtypes
 import numpy as np
 
 from tcore.numerics import Op
-from tcore.numerics.formats import INPUT_FORMATS
+from tcore.numerics.formats import INPUT_FORMATS, format_of
 
 from .mma import mma
 
@@ -36,8 +36,7 @@ _ACCEPTED = ("a and b both float16 (FP16), both bfloat16 (BF16), float8_e4m3fn/f
 
 def _formats(a_dtype, b_dtype):
     """A's and B's formats, from the value types of the format table."""
-    names = {Op(f).a_dtype: f for f in INPUT_FORMATS}
-    fa, fb = names.get(np.dtype(a_dtype)), names.get(np.dtype(b_dtype))
+    fa, fb = format_of(a_dtype), format_of(b_dtype)
     if fa is None or fb not in INPUT_FORMATS[fa].b_formats:
         raise TypeError(f"matmul takes {_ACCEPTED}; not a {np.dtype(a_dtype)}, "
                         f"b {np.dtype(b_dtype)}")

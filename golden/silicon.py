@@ -24,11 +24,11 @@ import zipfile
 
 import json
 
-import ml_dtypes
 import numpy as np
 
 from tcore.numerics import Op
-from tcore.numerics.formats import INPUT_FORMATS, OUTPUT_BITS, dtype_of
+from tcore.numerics.op import CAPTURED
+from tcore.numerics.formats import INPUT_FORMATS, OUTPUT_BITS, PTX_NAMES, dtype_of, values_dtype
 
 __all__ = ["Kernel", "KERNELS", "VectorFileError", "Problem", "load", "problem", "kernels_in",
            "is_cublas_file", "cublas_calls", "verify_cublas_file"]
@@ -97,20 +97,12 @@ class Kernel:
                 "saturate": op.saturate, "promote": op.promote}
 
 
-KERNELS = {k.name: k for k in (
-    Kernel(Op.parse("fp16->fp32")),
-    Kernel(Op.parse("bf16->fp32")),
-    Kernel(Op.parse("fp16->fp16"), "c16"),
-    Kernel(Op.parse("e4m3->fp32")),
-    Kernel(Op.parse("e5m2->fp32")),
-    Kernel(Op.parse("e4m3.e5m2->fp32")),
-    Kernel(Op.parse("e4m3->fp16"), c_to_f16=True),
-    Kernel(Op.parse("e4m3->fp32.p128")),
-    Kernel(Op.parse("tf32->fp32")),
-    Kernel(Op.parse("s8->s32")),
-    Kernel(Op.parse("s8->s32.sat")),
-    Kernel(Op.parse("u8.s8->s32")),
-)}
+#: Where the captures keep a kernel's C other than in ``c`` (FP32): the FP16-accumulator
+#: mma's ``c16``; the FP8 FP16-output wgmma rounds the FP32 ``c``.
+_C_OF = {"fp16->fp16": dict(c_key="c16"), "e4m3->fp16": dict(c_to_f16=True)}
+
+#: Every captured kernel (:data:`numerics.op.CAPTURED`) by name.
+KERNELS = {k.name: k for k in (Kernel(Op.parse(s), **_C_OF.get(s, {})) for s in CAPTURED)}
 
 _BITS = {n: np.dtype(dtype_of(n)) for n in (*INPUT_FORMATS, *OUTPUT_BITS)}
 
@@ -217,7 +209,13 @@ def problem(data: dict, kernel: str, tiles: int | None = None, where: str = "fil
 # -- cuBLAS library captures (torch_splitk/) --------------------------------------------------------
 
 _CUBLAS_KINDS = ("splitk", "epilogue", "fp8")
-_CUBLAS_IN = {"f16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn}
+#: The input formats of the cuBLAS captures, by the PTX names the files use.
+_CUBLAS_IN = ("f16", "bf16", "e4m3")
+
+
+def _ptx_dtype(name: str):
+    """The value dtype of a format by its PTX name (``f16``, ``f32``) or ours (``bf16``)."""
+    return values_dtype({v: k for k, v in PTX_NAMES.items()}.get(name, name))
 _UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32}
 
 
@@ -254,7 +252,7 @@ def cublas_calls(data, where="file") -> list[tuple[str, dict]]:
     kind, fmt = meta.get("kind"), meta.get("dtype")
     if kind not in _CUBLAS_KINDS or fmt not in _CUBLAS_IN:
         raise ValueError(f"{where}: not a torch_splitk capture (meta kind {kind!r}, dtype {fmt!r})")
-    in_dt = _CUBLAS_IN[fmt]
+    in_dt = _ptx_dtype(fmt)
     splits = meta.get("numSplitsK", {})
     out = []
     for key in [k for k in data if k.startswith(("d_", "d32_"))]:
@@ -265,8 +263,7 @@ def cublas_calls(data, where="file") -> list[tuple[str, dict]]:
             parts = key.split("_")          # d_{tw,rw}_{fast,slow}_{f32,bf16,f16}[_bias]
             if len(parts) < 4 or parts[1] not in ("tw", "rw") or parts[2] not in ("fast", "slow"):
                 raise ValueError(f"{where}: unknown FP8 key {key!r}")
-            kw = {"out_dtype": {"f32": np.float32, "bf16": ml_dtypes.bfloat16,
-                                "f16": np.float16}[parts[3]],
+            kw = {"out_dtype": _ptx_dtype(parts[3]),
                   "promote": None if parts[2] == "fast" else 128}
             if parts[1] == "tw":
                 kw["scale_a"] = np.float32(meta["scale_a_tw"])
@@ -276,7 +273,7 @@ def cublas_calls(data, where="file") -> list[tuple[str, dict]]:
                 kw["scale_b"] = _floats(data, "sb", np.float32, where)
             if key.endswith("_bias"):
                 kw["bias"] = _floats(data, "bias_f16" if parts[3] == "f16" else "bias_bf16",
-                                     np.float16 if parts[3] == "f16" else ml_dtypes.bfloat16, where)
+                                     _ptx_dtype("f16" if parts[3] == "f16" else "bf16"), where)
             out.append((key, kw))
             continue
         kw["out_dtype"] = np.float32 if f32 else in_dt
@@ -318,8 +315,8 @@ def verify_cublas_file(source, *, where=None) -> list:
     meta = _json_meta(data)
     fmt = meta.get("dtype")
     calls = cublas_calls(data, where)
-    a = _floats(data, "a", _CUBLAS_IN[fmt], where)
-    b = _floats(data, "b", _CUBLAS_IN[fmt], where)
+    a = _floats(data, "a", _ptx_dtype(fmt), where)
+    b = _floats(data, "b", _ptx_dtype(fmt), where)
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"{where}: a {a.shape} and b {b.shape} are not an (M, K) x (K, N) GEMM")
     m, k = a.shape

@@ -294,10 +294,10 @@ def prune_24_bits(a, fmt="fp16") -> np.ndarray:
 
 
 def _float_fmt(x):
-    import ml_dtypes
-    names = {np.dtype(np.float16): "fp16", np.dtype(ml_dtypes.bfloat16): "bf16",
-             np.dtype(ml_dtypes.float8_e4m3fn): "e4m3", np.dtype(ml_dtypes.float8_e5m2): "e5m2"}
-    return names.get(np.asarray(x).dtype)
+    """The format of a float array a 2:4 sparse A may be in (the table's ``sparse`` rows), or
+    None."""
+    from tcore.numerics.formats import INPUT_FORMATS, format_of
+    return format_of(np.asarray(x).dtype, [f for f, row in INPUT_FORMATS.items() if row.sparse])
 
 
 def prune_24(x) -> np.ndarray:
@@ -535,9 +535,7 @@ def matmul_sp(a, b, c=None, *, out=None, prune=True, block=None, floor=True):
     -------
     float32 or float16 array (..., M, N) holding the H200's bits.
     """
-    import ml_dtypes
-    dt = {"fp16": np.float16, "bf16": ml_dtypes.bfloat16, "e4m3": ml_dtypes.float8_e4m3fn,
-          "e5m2": ml_dtypes.float8_e5m2}
+    from tcore.numerics.formats import values_dtype
     b = np.asarray(b)
     fb = _float_fmt(b)
     if isinstance(a, SparseA):
@@ -551,7 +549,7 @@ def matmul_sp(a, b, c=None, *, out=None, prune=True, block=None, floor=True):
                             f"or float8_e5m2 array, not {a.dtype}")
         sp = compress(a.view(_BITS[fa]), fa, prune=prune)
     if fb is None or fb not in SPARSE_IN_FORMATS[fa]:
-        raise TypeError(f"b must be {' or '.join(np.dtype(dt[f]).name for f in SPARSE_IN_FORMATS[fa])} "
+        raise TypeError(f"b must be {' or '.join(values_dtype(f).name for f in SPARSE_IN_FORMATS[fa])} "
                         f"to go with a {fa} A, not {b.dtype}")
     if out not in (None, "fp16"):
         raise ValueError(f"out must be None (FP32) or 'fp16', not {out!r}")

@@ -145,3 +145,27 @@ def dtype_of(name: str) -> str:
     if name in OUTPUT_BITS:
         return f"<u{OUTPUT_BITS[name] // 8}"
     return input_format(name).dtype
+
+
+def values_dtype(name: str):
+    """The NumPy dtype of a format's values: an input format's (``ml_dtypes`` for BF16 and
+    FP8, float32 for TF32), an accumulator's (``fp32``, ``fp16``, ``s32``), or ``bf16`` as a
+    library GEMM's output.  Imports NumPy (and ml_dtypes) when called."""
+    import ml_dtypes
+    import numpy as np
+    if name in OUTPUT_VALUES:
+        values = OUTPUT_VALUES[name]
+    else:
+        values = input_format(name).values
+    return np.dtype(getattr(ml_dtypes, values) if hasattr(ml_dtypes, values) else values)
+
+
+def format_of(dtype, formats=None) -> str | None:
+    """The input format (of ``formats``, default every one) whose values are of NumPy
+    ``dtype``, read from the table (float32 is TF32's; uint8 is U8's); None where none is."""
+    import numpy as np
+    want = np.dtype(dtype)
+    for name in (INPUT_FORMATS if formats is None else formats):
+        if values_dtype(name) == want:
+            return name
+    return None

@@ -31,10 +31,16 @@ from . import formats
 from .arch import get_arch
 from .formats import OUTPUT_VALUES, PTX_NAMES, InputFormat, dtype_of
 
-__all__ = ["Op", "UnsupportedOp", "INSTRS"]
+__all__ = ["Op", "UnsupportedOp", "INSTRS", "CAPTURED"]
 
 #: The instructions an operation runs through.
 INSTRS = ("mma", "wgmma")
+
+#: The operations the H200 captures hold (``tests/data/silicon``), in the order ``tcore
+#: verify`` lists their kernels; ``golden.silicon.KERNELS`` says where each one's data sits.
+CAPTURED = ("fp16->fp32", "bf16->fp32", "fp16->fp16", "e4m3->fp32", "e5m2->fp32",
+            "e4m3.e5m2->fp32", "e4m3->fp16", "e4m3->fp32.p128", "tf32->fp32", "s8->s32",
+            "s8->s32.sat", "u8.s8->s32")
 
 _SPELLING = "A[.B]->ACC[.sat][.sp][.pN][.mma|.wgmma], e.g. fp16->fp32 or e4m3.e5m2->fp16"
 _KERNEL_SPELLING = "A[_B]_ACC[_sat][_sp][_pN][_mma|_wgmma] in PTX names, e.g. f16_f32"
@@ -299,6 +305,7 @@ def _marks(text, marks, spelling) -> dict:
 
 
 def _numpy_dtype(name: str):
+    """A NumPy dtype by name: a NumPy one, or an ``ml_dtypes`` type."""
     import ml_dtypes
     import numpy as np
     return np.dtype(getattr(ml_dtypes, name) if hasattr(ml_dtypes, name) else name)

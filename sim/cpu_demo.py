@@ -201,8 +201,8 @@ def software_reference(a_bits: np.ndarray, b_bits: np.ndarray, fmt: str) -> np.n
     """What the firmware's software GEMM computes (FP32 bits): for each output, products in
     float32 (exact for 16-bit inputs) added one at a time along K from 0.0, each add rounded
     to nearest even, as the C loop with libgcc's soft-float does."""
-    import ml_dtypes
-    dt = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
+    from tcore.numerics.formats import values_dtype
+    dt = values_dtype(fmt)
     a = a_bits.view(dt).astype(np.float32)
     b = b_bits.view(dt).astype(np.float32)
     acc = np.zeros((a.shape[0], b.shape[1]), np.float32)
@@ -257,7 +257,6 @@ def run_cpu_demo(out: Path, *, m: int = 32, n: int = 32, k: int = 32, fmt: str =
     the CPU's D against :func:`software_reference`; ``accel_cpu_clocks`` / ``sw_cpu_clocks``:
     the CPU's ``rdcycle`` around ``tcore_gemm`` and around the software GEMM (the same
     simulation, the same clock); ``speedup``: their ratio."""
-    import ml_dtypes
     from tcore.golden import mma
     from tcore.rtl.mma4 import LANES
     from tcore.rtl.regmap import ErrorCode
@@ -275,10 +274,8 @@ def run_cpu_demo(out: Path, *, m: int = 32, n: int = 32, k: int = 32, fmt: str =
     out.mkdir(parents=True, exist_ok=True)
     build_firmware(out, log)
     exe = _build_sim(out, log, lanes)
-    rng = np.random.default_rng(seed)
-    conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
-    a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
-    b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
+    from tcore.numerics import Op
+    a, b = Op(fmt).random_operands(m, n, k, seed)
     _hex(a, out / "a.hex", DW)
     _hex(b, out / "b.hex", DW)
     params = np.array([PARAMS_MAGIC, m, n, k, int(fmt == "bf16"), FLAG_SOFTWARE * software, 0, 0],

@@ -269,7 +269,6 @@ def run_demo(out: Path, *, sim: str = "icarus", m: int = 32, n: int = 32, k: int
              fmt: str = "fp16", data_width: int = 128, seed: int = 1, log=print) -> dict:
     """Generate the soc Verilog, the testbench and the operands in ``out``, run them on ``sim``
     (icarus or verilator), and compare D with the golden model."""
-    import ml_dtypes
     from tcore.golden import mma
     from tcore.sim.runner import design_verilog, icarus_text
 
@@ -283,10 +282,8 @@ def run_demo(out: Path, *, sim: str = "icarus", m: int = 32, n: int = 32, k: int
     text = design_verilog("soc", {"data_width": data_width})
     (out / "soc.v").write_text(icarus_text(text) if sim == "icarus" else text)
     (out / "tb_soc.v").write_text(testbench(data_width))
-    rng = np.random.default_rng(seed)
-    conv = np.float16 if fmt == "fp16" else ml_dtypes.bfloat16
-    a = rng.standard_normal((m, k)).astype(conv).view(np.uint16)
-    b = rng.standard_normal((k, n)).astype(conv).view(np.uint16)
+    from tcore.numerics import Op
+    a, b = Op(fmt).random_operands(m, n, k, seed)
     _hex(a, out / "a.hex", data_width)
     _hex(b, out / "b.hex", data_width)
     (out / "d.hex").unlink(missing_ok=True)

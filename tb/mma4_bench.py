@@ -29,9 +29,10 @@ import numpy as np
 from cocotb.triggers import ReadOnly, RisingEdge
 
 from tcore.golden import mma, mma4
-from tcore.golden.mma import instr_of
 from tcore.host.beats import Job, Mode, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
 from tcore.host.handover import handover
+from tcore.numerics import Op
+from tcore.numerics.formats import values_dtype
 from tcore.tb.common import StreamDriver, StreamMonitor, start
 
 class Harness:
@@ -121,9 +122,8 @@ def _ops(rng, shape, fmt):
     x = rng.standard_normal(shape) * np.exp2(rng.integers(-6, 7, shape))
     x[rng.random(shape) < 0.05] = 0
     if fmt in ("e4m3", "e5m2"):
-        dt = ml_dtypes.float8_e4m3fn if fmt == "e4m3" else ml_dtypes.float8_e5m2
         with np.errstate(over="ignore", invalid="ignore"):
-            bits = x.astype(dt).view(np.uint8)
+            bits = x.astype(values_dtype(fmt)).view(np.uint8)
         wild = rng.random(shape) < 0.05            # any byte: NaN, Inf, subnormals
         bits[wild] = rng.integers(0, 256, int(wild.sum()), dtype=np.uint8)
         return bits
@@ -301,9 +301,8 @@ async def groups_and_format_changes(dut):
     assert not h.mon.x_seen, "X or Z on o.payload"
     sizes = {}
     for g, ((a, b, c, mode), word) in enumerate(zip(groups, h.mon.words)):
-        fmt = dict(in_fmt=mode.in_fmt, b_fmt=mode.b_fmt, out_fmt=mode.out_fmt, saturate=mode.saturate,
-                   instr=instr_of(mode.in_fmt))
-        want = mma(a, b, c, **fmt).reshape(16)
+        fmt = Op(mode.in_fmt, mode.b_fmt, mode.out_fmt, mode.saturate)    # its default instruction
+        want = mma(a, b, c, op=fmt).reshape(16)
         got = unpack_outputs([word], mode.acc_f16)[0]
         bad = np.flatnonzero(got != want)
         assert bad.size == 0, (f"group {g} (K={a.shape[1]}, {fmt}): {bad.size} of 16 differ, "

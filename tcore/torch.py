@@ -50,6 +50,7 @@ import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
 from tcore import golden
+from tcore.numerics.formats import INPUT_FORMATS, format_of, values_dtype
 from tcore.golden import cublas as gcublas
 from tcore.golden import sparse as gsparse
 
@@ -856,9 +857,11 @@ def int_mm(input, mat2, *, arch="h200", workers=None):
     return _int_mm(_options(arch, None, workers, plain=True), input, mat2)
 
 
-_SPARSE_FMT = {torch.float16: "fp16", torch.bfloat16: "bf16", torch.float8_e4m3fn: "e4m3",
-               torch.float8_e5m2: "e5m2"}
-_OUT_FMT = {torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
+#: Tensor dtypes -> formats of the table: the 2:4 sparse inputs, and cuSPARSELt's outputs.
+_SPARSE_FMT = {t: f for t, dt in _NP.items()
+               if (f := format_of(dt)) is not None and INPUT_FORMATS[f].sparse}
+_OUT_FMT = {t: f for t, dt in _NP.items() for f in ("fp32", "fp16", "bf16")
+            if values_dtype(f) == np.dtype(dt)}
 #: ``segment_k="auto"`` turns cuSPARSELt's segment-K on from this logical K (fitted on the
 #: captured shapes; cuSPARSELt's own choice also depends on M, N and its heuristics).
 SEGMENT_K_FROM = 2048

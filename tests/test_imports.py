@@ -164,3 +164,36 @@ def test_every_bench_starts_from_tb_common():
 def test_cycles_are_found():
     assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+def test_the_wheel_holds_only_the_tcore_namespace(tmp_path):
+    """``pip wheel . --no-deps`` (the repository's folders copied aside, so the build leaves no
+    trace in the checkout): one top-level package, ``tcore``, with every source folder inside
+    it; installed from the wheel alone, ``from tcore.numerics import Op`` works."""
+    import shutil
+    import subprocess
+    import sys
+    import zipfile
+    src = tmp_path / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
+        shutil.copy(ROOT / name, src / name)
+    for pkg in ("tcore", *PACKAGES):
+        shutil.copytree(ROOT / pkg, src / pkg, ignore=shutil.ignore_patterns("__pycache__"))
+    subprocess.run([sys.executable, "-m", "pip", "wheel", str(src), "--no-deps",
+                    "--no-build-isolation", "-q", "-w", str(tmp_path / "dist")], check=True,
+                   capture_output=True)
+    wheel, = (tmp_path / "dist").glob("tcore-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"tcore", wheel.name.split("-py3")[0] + ".dist-info"}
+    for pkg in PACKAGES:
+        assert f"tcore/{pkg}/__init__.py" in names, pkg
+    assert "tcore/rtl/lint/waivers.vlt" in names and "tcore/torch.py" in names
+    site = tmp_path / "site"
+    zipfile.ZipFile(wheel).extractall(site)
+    code = ("import tcore, tcore.numerics as n; from tcore.numerics import Op; "
+            "assert str(Op.parse('e4m3.e5m2->fp16')) == 'e4m3.e5m2->fp16'; "
+            "assert n.__file__.startswith(tcore.__path__[0]); print(len(tcore.__path__))")
+    out = subprocess.run([sys.executable, "-I", "-c", f"import sys; sys.path.insert(0, {str(site)!r}); {code}"],
+                         cwd=tmp_path, capture_output=True, text=True)
+    assert out.returncode == 0 and out.stdout.strip() == "1", out.stderr

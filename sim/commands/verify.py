@@ -8,15 +8,16 @@ from pathlib import Path
 
 from tcore.rtl.sizes import LANES
 
+from tcore.numerics import Op
+from tcore.numerics.op import CAPTURED
+
 from .common import EXIT_MISMATCH, EXIT_OK, CliError, refuse_golden_options, wave_note
 
 NAME = "verify"
 HELP = "check a backend against captured silicon vectors"
 
-#: ``tcore verify --kernel`` choices, as in ``golden.silicon.KERNELS`` (listed here so that
-#: ``tcore --help`` need not import NumPy; a test checks that the two agree).
-KERNEL_NAMES = ("f16_f32", "bf16_f32", "f16_f16", "e4m3_f32", "e5m2_f32", "e4m3_e5m2_f32",
-                "e4m3_f16", "e4m3_f32_p128", "tf32_f32", "s8_s32", "s8_s32_sat", "u8_s8_s32")
+#: ``tcore verify --kernel`` choices: the captured operations' kernel names (no NumPy needed).
+KERNEL_NAMES = tuple(Op.parse(s).kernel_name for s in CAPTURED)
 
 
 def add_arguments(parser):
