@@ -37,7 +37,7 @@ from amaranth.lib.wiring import In, Out
 from .soc import AxiSignature, GemmSoc
 from .uart import Uart
 
-__all__ = ["BoardTop", "BoardChip", "AxiRam", "RamPortSignature", "IO_REGS", "BOARD_MAGIC",
+__all__ = ["BoardTop", "SOC_DATA_WIDTH", "BoardChip", "AxiRam", "RamPortSignature", "IO_REGS", "BOARD_MAGIC",
            "REGION", "pll_config"]
 
 #: The CPU's address regions (address bits 31:28).
@@ -53,7 +53,9 @@ IO_REGS = {"UART_DATA": 0x00, "UART_STATUS": 0x04, "LEDS": 0x08, "CLK_HZ": 0x0C,
            "FW_BYTES": 0x20, "MAGIC": 0x24}
 BOARD_MAGIC = 0x74636264          # "tcbd"
 
-_WORD = 128                       # the AXI memory's word and the SoC block's data width
+#: The AXI memory's word and the SoC block's data width.
+SOC_DATA_WIDTH = 128
+_WORD = SOC_DATA_WIDTH
 
 
 class RamPortSignature(wiring.Signature):

@@ -12,6 +12,9 @@ build's design:
 ``wmma``          tiles: memory -> load_matrix_sync -> mma_sync -> store_matrix_sync -> memory
 ``gemm``          one whole GEMM on the matmulT GEMM top (A*B, C = 0)
 ``soc``           whole GEMMs (C included) through the AXI SoC block, or each tile as one
+``board``         one whole GEMM (C included) on a board (:class:`tcore.sim.board.boards.
+                  BoardBuild`): backend ``board`` with its ``port``, or its simulated twin on
+                  ``icarus`` / ``verilator``
 ================  =========================================================================
 
 The backend is ``golden`` (the build is not needed: None), ``amaranth``, ``icarus`` or
@@ -33,7 +36,7 @@ from .batch import Batch, Operands, Result
 __all__ = ["run", "run_batches", "Operands", "Batch", "Result", "RunError", "BACKENDS",
            "SIMULATORS", "PATHS", "path_build"]
 
-BACKENDS = ("golden", "amaranth", "icarus", "verilator")
+BACKENDS = ("golden", "amaranth", "icarus", "verilator", "board")
 #: The backends that simulate the RTL.
 SIMULATORS = ("amaranth", "icarus", "verilator")
 #: ``tcore verify --through`` and ``tcore gemm``: each path's design.
@@ -80,8 +83,10 @@ def run(build: Build | None, op: Op, operands: Operands, backend: str, **kw) -> 
 
 def run_batches(build: Build | None, batches: list[Batch], backend: str, *, arch=None,
                 waves=False, progress: bool = False, stall: float = 0.0, seed: int = 0,
-                mma=None) -> list[Result]:
-    """:func:`run` for several batches, in one simulator run where the path allows it."""
+                mma=None, port=None, say=None, reply_s=None) -> list[Result]:
+    """:func:`run` for several batches, in one simulator run where the path allows it.
+    ``port``, ``say`` (a callable hearing the board's text lines) and ``reply_s`` (the time an
+    answer may take; None: from the GEMM's size) are a board's."""
     if backend not in BACKENDS:
         raise RunError(f"backend must be one of {', '.join(BACKENDS)}, not {backend!r}")
     if backend == "golden":
@@ -89,6 +94,8 @@ def run_batches(build: Build | None, batches: list[Batch], backend: str, *, arch
                                      else "hopper"), mma) for bt in batches]
     if build is None:
         raise RunError(f"--backend {backend} simulates a design: give its Build")
+    if backend == "board" and build.design != "board":
+        raise RunError(f"backend board runs a board's build, not the {build.design} design")
     if arch not in (None, "hopper") and build.design != "mma4":
         raise RunError(f"--arch {arch} runs on the core (the MMA4 core built for that "
                        "generation); the other designs implement Hopper's")
@@ -97,6 +104,15 @@ def run_batches(build: Build | None, batches: list[Batch], backend: str, *, arch
     for bt in batches:
         _check(build, bt, backend)
     from .runner import SimError
+    if build.design == "board":
+        from .board.boards import BoardError
+        from .board.run import run_board
+        from .board.link import BoardReplyError, LinkError
+        try:
+            return [run_board(build, bt, backend, port=port, say=say, reply_s=reply_s)
+                    for bt in batches]
+        except (BoardError, BoardReplyError, LinkError, SimError) as e:
+            raise RunError(str(e).splitlines()[0]) from None
     try:
         if build.design in ("mma4", "mma4play", "wmma"):
             from .core import run_tiles
@@ -131,17 +147,17 @@ def _check(build: Build, bt: Batch, backend: str):
         if not x.tiles or (m, n) != (16, 16):
             raise RunError(f"the {build.design} path computes 16x16 output tiles (A T x 16 x K), "
                            f"not A {'x'.join(map(str, np.shape(x.a)))}")
-    elif build.design == "gemm":
+    elif build.design in ("gemm", "board"):
         if x.tiles:
-            raise RunError("the GEMM top runs one whole GEMM (A M x K); tiles go through the "
-                           "core, wmma or soc")
-        if x.c is not None and np.any(x.c):
+            raise RunError(f"the {build.design} design runs one whole GEMM (A M x K); tiles go "
+                           "through the core, wmma or soc")
+        if build.design == "gemm" and x.c is not None and np.any(x.c):
             raise RunError("the GEMM top computes matmulT's A*B (C = 0); C goes through the "
                            "core or the soc block")
     if min(m, n) < 16 or m % 16 or n % 16 or k < step or k % step:
         raise RunError(f"{op} on the RTL: M and N multiples of 16 and K of {step}, not "
                        f"{m}x{n}x{k}")
-    if backend == "amaranth" and build.design == "gemm" and op.kind not in ("fp16",):
+    if backend == "amaranth" and build.design == "gemm" and op.kind not in ("fp16", "bf16"):
         raise RunError(f"{op}: Amaranth's simulator runs FP16/BF16 GEMMs; the others run on "
                        "verilator or icarus")
 

@@ -354,14 +354,23 @@ def test_board_on_icarus_boots_and_runs_a_gemm():
             link.close()
 
 
-def test_cli_sparse_is_a_kind_the_board_lacks(board, capsys):
+def test_sparse_is_a_kind_the_board_lacks(board, capsys):
     """2:4 sparse is an operation the golden model has and this build's SoC block has not:
-    the board answers KIND, and the CLI says so in one line."""
+    the CLI refuses it before sending anything (the build's refusal, in one line), and sent
+    anyway the board answers KIND."""
+    from tcore.numerics import Op
+    from tcore.sim.board.gemm import BoardGemm
+    from tcore.sim.board.link import BoardReplyError
+    from tcore.sim.board.run import session
     from tcore.sim.cli import main
     rc = main(["board", "run", "--port", board["url"], "--sparse", "--m", "16", "--n", "16",
                "--k", "32", "--quiet"])
     err = capsys.readouterr().err
-    assert rc == 2 and "the board answered KIND" in err and err.count("\n") == 1
+    assert rc == 2 and "no 2:4 sparse path" in err and err.count("\n") == 1
+    op = Op("fp16", sparse=True)
+    a, b = op.random_operands(16, 16, 32, 1)
+    with pytest.raises(BoardReplyError, match="KIND"):
+        session(board["url"], BoardBuild(board_of("ulx3s-85f"), sim=True), BoardGemm(a, b, None, op), 300)
 
 
 def test_program_prints_the_command_without_openfpgaloader(tmp_path, capsys, monkeypatch):

@@ -182,6 +182,28 @@ class BoardBuild:
         from .firmware import SELFTEST_CASES
         return SELFTEST_CASES if self.selftest is None else self.selftest
 
+    #: The design it builds (:func:`tcore.sim.run.run` tells a board's build by it).
+    design = "board"
+
+    @property
+    def soc(self):
+        """The SoC block inside the board top, as a :class:`tcore.rtl.designs.Build`: one warp
+        whose core has ``lanes`` multipliers, a 128-bit AXI memory port."""
+        from tcore.rtl.board import SOC_DATA_WIDTH
+        from tcore.rtl.designs import Build
+        return Build("soc", lanes=self.lanes, data_width=SOC_DATA_WIDTH)
+
+    def refusal(self, op) -> str | None:
+        """Why the board does not compute ``op`` (its SoC block's refusal), or None."""
+        return self.soc.refusal(op)
+
+    def supports(self, op) -> bool:
+        return self.refusal(op) is None
+
+    def beat_clocks(self, op=None) -> int:
+        """Clocks a beat of ``op`` takes through the board's core (the SoC block's)."""
+        return self.soc.beat_clocks(op)
+
     def top_params(self) -> dict:
         """:class:`rtl.board.BoardTop`'s arguments, less the firmware."""
         return {"lanes": self.lanes, "clk_hz": self.clk_hz, "divisor": self.divisor,

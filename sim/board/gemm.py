@@ -106,3 +106,4 @@ def run_on_board(link: BoardLink, g: BoardGemm, *, progress=None) -> dict:
     return {"d": d, "mismatches": int((d != want).sum()), "outputs": m * n, **done,
             "send_s": round(t1 - t0, 2), "run_s": round(t2 - t1, 2), "read_s": round(t3 - t2, 2),
             "layout": lay}
+

@@ -233,19 +233,20 @@ def _bits(x, what, fmt):
     ``--format``, must then agree); raw data (uint16, or a bfloat16 array as ``numpy.save``
     stores it; float32 for TF32) needs ``fmt``."""
     import numpy as np
-    from tcore.numerics.formats import INPUT_FORMATS
     from tcore.numerics import Op
+    from tcore.numerics.formats import INPUT_FORMATS, format_of, values_dtype
     from tcore.sim.operands import OperandError
     # float32 says FP32, not TF32 (whose 13 low fraction bits the core ignores): --format tf32
-    by_dtype = {np.dtype(Op(f).a_dtype): f for f in INPUT_FORMATS if f != "tf32"}
-    got = by_dtype.get(x.dtype)
+    kinds = [f for f in INPUT_FORMATS if f != "tf32"]
+    got = format_of(x.dtype, kinds)
     if got is not None:
         if fmt is not None and fmt != got:
             raise OperandError(f"--{what} holds {x.dtype} ({got}) values but --format says {fmt}")
         return x.view(Op(got).a_bits), got
     if fmt is not None and x.dtype.itemsize == INPUT_FORMATS[fmt].bytes and x.dtype.kind in "uVf":
         return x.view(Op(fmt).a_bits), fmt
-    raise OperandError(f"--{what} has dtype {x.dtype}; give " + ", ".join(map(str, by_dtype))
+    raise OperandError(f"--{what} has dtype {x.dtype}; give "
+                       + ", ".join(str(values_dtype(f)) for f in kinds)
                        + " (raw bits, or float32 for tf32, with --format)")
 
 
@@ -263,11 +264,8 @@ def _c_bits(x, op, shape):
 def _run(args) -> int:
     import time
     import numpy as np
-    from tcore.sim.board.boards import BoardError
-    from tcore.sim.board.gemm import layout
-    from tcore.sim.board.link import BoardReplyError, LinkError
     from tcore.sim.commands.gemm import check_output
-    from tcore.sim.runner import SimError
+    from tcore.sim.run import Operands, RunError, run
 
     check_output(args.o)
     if args.seed < 0:
@@ -275,26 +273,16 @@ def _run(args) -> int:
     build = _build(args, sim=args.sim)
     g, inputs = _operands(args)
     m, n, k = g.shape
-    need = layout(g)["end"]
-    if need > build.mem_bytes:
-        raise CliError(f"{m}x{n}x{k} {g.op} needs {need:,} bytes of the board's memory, which "
-                       f"holds {build.mem_bytes:,}")
     say = (lambda line: None) if args.quiet else (lambda line: print(f"board: {line}", file=sys.stderr, flush=True))
-    # An answer's time: the bytes of the largest frame at the line rate, the GEMM's clocks,
-    # a margin; a simulation runs some ten thousand times slower than a board.
-    reply_s = args.timeout or (600.0 if args.sim else 30.0 + 2 * m * n * k / build.clk_hz)
     t0 = time.perf_counter()
-    try:
-        if args.sim:
-            from tcore.sim.board.simulate import simulated_board
-            with simulated_board(build, sim=args.simulator) as url:
-                r, info = _session(url, build, g, reply_s, say)
-        else:
-            r, info = _session(args.port, build, g, reply_s, say)
-    except (LinkError, BoardReplyError, BoardError, SimError) as e:
-        raise CliError(str(e).splitlines()[0]) from None
+    try:        # the one runner: the board at --port, or its simulated twin
+        result = run(build, g.op, Operands(g.a, g.b, g.c), args.simulator if args.sim else "board",
+                     port=args.port, say=say, reply_s=args.timeout)
+    except RunError as e:
+        raise CliError(str(e)) from None
     wall = time.perf_counter() - t0
-    d = r.pop("d")
+    d, r = result.d, dict(result.extra)
+    info = r.pop("info")
     clk = info["clk_hz"]
     secs = r["cycles"] / clk
     gflops = 2 * m * n * k / secs / 1e9 if r["cycles"] else None
@@ -321,18 +309,3 @@ def _run(args) -> int:
     if args.json:
         print(json.dumps(s))
     return EXIT_OK if r["mismatches"] == 0 else EXIT_MISMATCH
-
-
-def _session(port, build, g, reply_s, say):
-    from tcore.sim.board.boards import BoardError
-    from tcore.sim.board.gemm import run_on_board
-    from tcore.sim.board.link import BoardLink, open_port
-    from tcore.rtl.board import BOARD_MAGIC
-    link = BoardLink(open_port(port, baud=build.baud, timeout=0.2), reply_s=reply_s, on_text=say)
-    try:
-        info = link.info()
-        if info["magic"] != BOARD_MAGIC:
-            raise BoardError(f"{port} answered, but not as a tcore board")
-        return run_on_board(link, g), info
-    finally:
-        link.close()
