@@ -21,7 +21,7 @@ import os
 import numpy as np
 
 from tcore.numerics import Op
-from tcore.numerics.formats import INPUT_FORMATS
+from tcore.numerics.formats import INPUT_FORMATS, dtype_of
 
 from .arch import get_arch, HOPPER
 from .dot import exact_round, finite_terms, fused_sum, round_output
@@ -56,7 +56,7 @@ def instr_of(fmt: str) -> str:
 
 
 def _out_dtype(out_fmt: str):
-    return np.uint32 if out_fmt in ("fp32", "s32") else np.uint16
+    return np.dtype(dtype_of(out_fmt))
 
 
 def check_operands(a, b, c, in_fmt, out_fmt, b_fmt=None):

@@ -419,7 +419,7 @@ def mma_sp(a_sparse, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HO
     if out_name not in outs:
         raise ValueError(f"Output format for sparse {in_name} inputs must be {' or '.join(outs)}, "
                          f"not {out_fmt!r}")
-    c_dtype = np.uint32 if out_name == "fp32" else np.uint16
+    c_dtype = np.dtype(dtype_of(out_name))
     if c is None:
         raise ValueError("c is required (bit patterns of the addend; zeros for A·B alone)")
     vals, idx, b, c, in_name, b_name, batch = _prepare(a_sparse, b, c, in_name, out_name, b_fmt,
@@ -560,7 +560,7 @@ def matmul_sp(a, b, c=None, *, out=None, prune=True, block=None, floor=True):
     c = np.asarray(c)
     if c.dtype != c_dtype:
         raise TypeError(f"c must be {np.dtype(c_dtype).name} with out={out!r}, not {c.dtype}")
-    bits = mma_sp(sp, b.view(_BITS[fb]), c.view(np.uint16 if out == "fp16" else np.uint32),
+    bits = mma_sp(sp, b.view(_BITS[fb]), c.view(dtype_of(out or "fp32")),
                   in_fmt=fa, b_fmt=fb, out_fmt=out_fmt, block=block, floor=floor)
     return bits.view(c_dtype)
 
@@ -703,7 +703,7 @@ def _tile_problems(data, keys, tiles, where):
         kin, kout = kern
         if kin != in_fmt:
             raise ValueError(f"{where}: {key!r} is a {kin} kernel in a {in_fmt} file")
-        want = _need(data, key, np.uint32 if kout == "fp32" else np.uint16, where)[sl]
+        want = _need(data, key, np.dtype(dtype_of(kout)), where)[sl]
         out.append(TileProblem(key[2:], sp, b, c if kout == "fp32" else c16, want, in_fmt, kout))
     return out
 
@@ -766,7 +766,7 @@ def _verify_torch(data, keys, tiles, where):
             out_fmt = "fp32" if "_f32_" in key else "bf16"
         else:
             out_fmt = fmt
-        want = _need(data, key, np.uint32 if out_fmt == "fp32" else np.uint16, where)
+        want = _need(data, key, np.dtype(dtype_of(out_fmt)), where)
         if want.shape != (m, n):
             raise ValueError(f"{where}: {key!r} must be ({m}, {n}), not {want.shape}")
         got = model(out_fmt, seg)

@@ -28,6 +28,7 @@ import numpy as np
 
 from tcore.numerics import Op, UnsupportedOp
 from tcore.numerics.fragments import ROLES, SHAPES, THREADS, dims, distinct, element_map
+from tcore.numerics.formats import dtype_of
 
 from .mma import mma
 
@@ -83,7 +84,7 @@ class Fragment:
         want = ("fp32", "fp16") if kind == "accumulator" else ("fp16", "bf16")
         if fmt not in want:
             raise ValueError(f"A {kind} fragment holds {' or '.join(want)}, not {fmt!r}")
-        dtype = np.uint32 if fmt == "fp32" else np.uint16
+        dtype = np.dtype(dtype_of(fmt))
         return cls(kind, fmt, np.zeros((THREADS, distinct(kind, shape)), dtype), shape)
 
     @property

@@ -257,7 +257,7 @@ def _run_amaranth(a, b, op, build):
             await ctx.tick()
             if i > d_base:
                 out.append(ctx.get(dut.host_rdata))
-        res["d"] = bytes_of(out).view(np.uint16 if acc_f16 else np.uint32).reshape(m, n)
+        res["d"] = bytes_of(out).view(op.acc_bits).reshape(m, n)
 
     sim = Simulator(dut)
     sim.add_clock(1e-8)

@@ -31,6 +31,7 @@ from tcore.golden.wmma import Fragment, fill_fragment, load_matrix_sync, store_m
 from tcore.numerics.fragments import ROLES
 from tcore.host.handover import handover
 from tcore.tb.common import start
+from tcore.numerics.formats import dtype_of
 
 MEM_BYTES = 8192
 KIND = {name: i for i, name in enumerate(ROLES)}
@@ -264,7 +265,7 @@ async def fill_and_writeback(dut):
             await FallingEdge(dut.clk)
         dut.mma_wr__en.value = 0
         fmt = "fp16" if f16 else "fp32"
-        want = Fragment.new("accumulator", fmt).from_matrix(d.astype(np.uint16 if f16 else np.uint32))
+        want = Fragment.new("accumulator", fmt).from_matrix(d.astype(dtype_of("fp16" if f16 else "fp32")))
         check_beats(await b.beats("accumulator", frag), want, f"mma_wr {fmt}")
         for layout, ldm in (("mem_row_major", 24), ("mem_col_major", 16)):
             target = rand_mem(rng)

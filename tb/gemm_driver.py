@@ -11,6 +11,7 @@ from tcore.tb import memh
 from tcore.host.handover import handover
 from tcore.host.images import cfg_word, clock_budget, gemm_layout, sparse_layout
 from tcore.tb.common import CLOCK_NS, start
+from tcore.numerics.formats import dtype_of
 
 __all__ = ["CLOCK_NS", "GemmRunner", "random_operands"]
 
@@ -102,7 +103,7 @@ class GemmRunner:
                 raise AssertionError(
                     f"done did not rise within {budget} clocks of start ({m}x{n}x{k} GEMM, "
                     f"{d.tiles_done.value} of {total} tiles stored, busy={d.busy.value})")
-        out = (await self.peek(d_base, end - d_base)).view(np.uint16 if acc_f16 else np.uint32).reshape(m, n)
+        out = (await self.peek(d_base, end - d_base)).view(dtype_of("fp16" if acc_f16 else "fp32")).reshape(m, n)
         return out, d.cycles.value.to_unsigned(), d.beats.value.to_unsigned()
 
 

@@ -32,7 +32,7 @@ from tcore.golden import mma, mma4
 from tcore.host.beats import Job, Mode, block_beats, blocks_to_tiles, load_jobs, pack_payloads, unpack_outputs
 from tcore.host.handover import handover
 from tcore.numerics import Op
-from tcore.numerics.formats import values_dtype
+from tcore.numerics.formats import dtype_of, values_dtype
 from tcore.tb.common import StreamDriver, StreamMonitor, start
 
 class Harness:
@@ -152,7 +152,7 @@ def random_tiles(rng, t, k, in_fmt="fp16", out_fmt="fp32", b_fmt=None):
             rng.integers(0, 4, int(edge.sum()))]
         return a, b, c
     cx = rng.standard_normal((t, 16, 16))
-    c = cx.astype(np.float16).view(np.uint16) if out_fmt == "fp16" else cx.astype(np.float32).view(np.uint32)
+    c = cx.astype(values_dtype(out_fmt)).view(dtype_of(out_fmt))
     return a, b, c
 
 

@@ -35,7 +35,7 @@ from cocotb.triggers import ReadOnly, RisingEdge
 
 from tcore.golden import mma
 from tcore.golden.wmma import Fragment, load_matrix_sync, mma_sync, store_matrix_sync
-from tcore.numerics.formats import INPUT_FORMATS
+from tcore.numerics.formats import INPUT_FORMATS, dtype_of
 from tcore.numerics.fragments import SHAPES
 from tcore.host.beats import load_jobs
 from tcore.host.handover import handover
@@ -45,6 +45,10 @@ from tcore.rtl.wmma import WmmaCmd
 from tcore.tb import memh
 from tcore.tb.common import StreamDriver, StreamMonitor, reset, start
 
+
+def acc_bits(acc_f16: bool):
+    """D's bit dtype: the FP16 or the FP32 accumulator's."""
+    return np.dtype(dtype_of("fp16" if acc_f16 else "fp32"))
 
 
 def mem_bytes() -> int:
@@ -261,11 +265,11 @@ async def run_tile(w: Warp, a, b, c, *, bf16, acc_f16, image=False, mode=None, *
     esz = 2 if acc_f16 else 4
     if image:
         after = await w.dump_mem(0, end)
-        d = get_matrix(after, addrs["d"], addrs["ldc"], np.uint16 if acc_f16 else np.uint32,
+        d = get_matrix(after, addrs["d"], addrs["ldc"], acc_bits(acc_f16),
                        layout.get("d_col", False))
         return d, mem[:end], after, addrs
     out = await w.dump_mem(addrs["d"], 16 * addrs["ldc"] * esz)
-    return get_matrix(out, 0, addrs["ldc"], np.uint16 if acc_f16 else np.uint32, layout.get("d_col", False))
+    return get_matrix(out, 0, addrs["ldc"], acc_bits(acc_f16), layout.get("d_col", False))
 
 
 @cocotb.test()
@@ -460,15 +464,15 @@ def shape_case(rng, shape, k, in_fmt, acc, layout, lds):
     a_col, b_col, c_col, d_col = layout
     lda, ldb, ldc = lds
     es = 2
-    cdt = np.uint16 if acc == "fp16" else np.uint32
+    cdt = np.dtype(dtype_of(acc))
     a, b = _rand(rng, (mm, k), in_fmt), _rand(rng, (k, nn), in_fmt)
     c = _rand(rng, (mm, nn), acc)
     span = lambda rows, cols, ld, col, e: ((cols if col else rows) * ld) * e
     a_at = 0
     b_at = a_at + (span(mm, k, lda, a_col, es) + 31) // 32 * 32
     c_at = b_at + (span(k, nn, ldb, b_col, es) + 31) // 32 * 32
-    d_at = c_at + (span(mm, nn, ldc, c_col, cdt().itemsize) + 31) // 32 * 32
-    end = d_at + (span(mm, nn, ldc, d_col, cdt().itemsize) + 31) // 32 * 32
+    d_at = c_at + (span(mm, nn, ldc, c_col, cdt.itemsize) + 31) // 32 * 32
+    end = d_at + (span(mm, nn, ldc, d_col, cdt.itemsize) + 31) // 32 * 32
     mem = np.zeros(end, np.uint8)
     put_matrix(mem, a_at, a, lda, a_col)
     put_matrix(mem, b_at, b, ldb, b_col)
