@@ -7,7 +7,7 @@ Driver and monitor (:mod:`tb.common`), model and checker are separate small piec
 * ``random_stalls``: random tiles in every kernel (FP16, BF16, TF32, FP8, INT8) and both
   group modes with random valid/ready stalls on both sides.
 * ``throughput_latency``: with no stalls, a beat is accepted every clock (every two for the
-  8-bit kinds: 64 products per clock; ``64 // lanes`` times as many clocks with fewer lanes)
+  8-bit kinds: 64 products per clock; the build's ``beat_clocks()`` times as many with fewer lanes)
   and D leaves at the mode's rate, exactly ``latency`` plus one clock per further slice of
   the group after its last beat (8-bit kinds: plus the slices of the last beat's second pass,
   the beat being accepted at its first).
