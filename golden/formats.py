@@ -91,23 +91,31 @@ class Format:
         return f"Format({self.name})"
 
 
-FP16 = Format("fp16", 5, 10)
-BF16 = Format("bf16", 8, 7)
-FP32 = Format("fp32", 8, 23)
-TF32 = Format("tf32", 8, 23, ignored=13)
-E4M3 = Format("e4m3", 4, 3, finite=True)
-E5M2 = Format("e5m2", 5, 2)
-FORMATS = {f.name: f for f in (FP16, BF16, FP32, TF32, E4M3, E5M2)}
+def _formats() -> dict:
+    """A :class:`Format` per float format of the table (``numerics.formats``: the inputs'
+    rows and the accumulators)."""
+    from tcore.numerics.formats import float_fields
+    return {name: Format(name, f.exp, f.frac, f.finite, f.ignored)
+            for name, f in float_fields().items()}
+
+
+FORMATS = _formats()
+FP16, BF16, FP32, TF32, E4M3, E5M2 = (FORMATS[n] for n in ("fp16", "bf16", "fp32", "tf32",
+                                                           "e4m3", "e5m2"))
 
 
 def get_format(fmt) -> Format:
     """Return the :class:`Format` named by ``fmt`` (a name or a Format)."""
     if isinstance(fmt, Format):
         return fmt
-    try:
+    if fmt in FORMATS:
         return FORMATS[fmt]
-    except KeyError:
-        raise ValueError(f"Format must be one of {sorted(FORMATS)}, not {fmt!r}") from None
+    from tcore.numerics.formats import float_fields
+    fields = float_fields().get(fmt) if isinstance(fmt, str) else None
+    if fields is None:
+        raise ValueError(f"Format must be one of {sorted(float_fields())}, not {fmt!r}")
+    # A row the table has gained since this module loaded.
+    return Format(fmt, fields.exp, fields.frac, fields.finite, fields.ignored)
 
 
 def canonical_nan(fmt) -> int:

@@ -34,9 +34,9 @@ MODES = ("hopper", "ieee")
 INSTRS = ("mma", "wgmma")
 #: Integer input formats (two's complement S8, unsigned U8); their accumulator is S32.
 INT_FORMATS = tuple(f.name for f in INPUT_FORMATS.values() if f.integer)
-#: Every input format, with the B formats it pairs with (A's first).
+#: Every input format, with the B formats it pairs with (A's first).  (The checks read the
+#: table itself, so a row added to it counts.)
 IN_FORMATS = {f.name: f.b_formats for f in INPUT_FORMATS.values()}
-_BITS_DTYPE = {f.name: np.dtype(f.dtype) for f in INPUT_FORMATS.values()}
 
 # Output elements handled per pass: keeps the working arrays inside the cache.
 _CHUNK = 16384
@@ -67,11 +67,12 @@ def check_operands(a, b, c, in_fmt, out_fmt, b_fmt=None):
     message that names the operand.
     """
     in_name = in_fmt.name if isinstance(in_fmt, Format) else in_fmt
-    if in_name not in IN_FORMATS:
-        raise ValueError(f"Input format must be one of {', '.join(IN_FORMATS)}, not {in_fmt!r}")
-    b_name = b_fmt.name if isinstance(b_fmt, Format) else (b_fmt or IN_FORMATS[in_name][0])
-    if b_name not in IN_FORMATS[in_name]:
-        raise ValueError(f"A in {in_name} pairs with B in {' or '.join(IN_FORMATS[in_name])}, "
+    if in_name not in INPUT_FORMATS:
+        raise ValueError(f"Input format must be one of {', '.join(INPUT_FORMATS)}, not {in_fmt!r}")
+    pairs = INPUT_FORMATS[in_name].b_formats
+    b_name = b_fmt.name if isinstance(b_fmt, Format) else (b_fmt or pairs[0])
+    if b_name not in pairs:
+        raise ValueError(f"A in {in_name} pairs with B in {' or '.join(pairs)}, "
                          f"not {b_name!r}")
     out_name = out_fmt.name if isinstance(out_fmt, Format) else out_fmt
     outs = INPUT_FORMATS[in_name].outputs
@@ -79,8 +80,8 @@ def check_operands(a, b, c, in_fmt, out_fmt, b_fmt=None):
         raise ValueError(f"Output format for {in_name} inputs must be {' or '.join(outs)}, "
                          f"not {out_fmt!r}")
     a, b, c = np.asarray(a), np.asarray(b), np.asarray(c)
-    for name, arr, want, what in (("a", a, _BITS_DTYPE[in_name], in_name),
-                                  ("b", b, _BITS_DTYPE[b_name], b_name),
+    for name, arr, want, what in (("a", a, np.dtype(INPUT_FORMATS[in_name].dtype), in_name),
+                                  ("b", b, np.dtype(INPUT_FORMATS[b_name].dtype), b_name),
                                   ("c", c, _out_dtype(out_name), out_name)):
         if arr.dtype != want:
             hint = "" if arr.dtype.kind in "ui" else (

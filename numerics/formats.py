@@ -33,8 +33,21 @@ from dataclasses import dataclass
 
 from .arch import KINDS
 
-__all__ = ["InputFormat", "INPUT_FORMATS", "OUTPUT_BITS", "OUTPUT_VALUES", "PTX_NAMES",
-           "input_format", "dtype_of"]
+__all__ = ["Fields", "InputFormat", "INPUT_FORMATS", "OUTPUT_BITS", "OUTPUT_FIELDS",
+           "OUTPUT_VALUES", "PTX_NAMES", "input_format", "dtype_of", "values_dtype", "format_of",
+           "float_fields"]
+
+
+@dataclass(frozen=True)
+class Fields:
+    """A binary float format's bit fields: the sign is the top bit, then ``exp`` exponent bits
+    and ``frac`` fraction bits.  ``finite``: OCP's ``fn`` encoding (no Inf; only the all-ones
+    exponent and fraction is NaN, the rest of the top binade is normal: E4M3).  ``ignored``:
+    low fraction bits the tensor core does not read (TF32: 13)."""
+    exp: int
+    frac: int
+    finite: bool = False
+    ignored: int = 0
 
 
 @dataclass(frozen=True)
@@ -64,6 +77,8 @@ class InputFormat:
         through first.
     sparse : bool
         Whether a 2:4 sparse A of this format (``mma.sp``) is modelled.
+    fields : Fields or None
+        A float format's bit fields (:class:`Fields`); None for the integers.
     """
 
     name: str
@@ -75,6 +90,7 @@ class InputFormat:
     values: str
     instrs: tuple = ("mma", "wgmma")
     sparse: bool = False
+    fields: "Fields | None" = None
 
     @property
     def code(self) -> int:
@@ -113,17 +129,24 @@ class InputFormat:
 
 _FP8 = dict(outputs=("fp32", "fp16"), instrs=("wgmma",), sparse=True)
 INPUT_FORMATS = {f.name: f for f in (
-    InputFormat("fp16", "fp16", False, 16, ("fp16",), ("fp32", "fp16"), "float16", sparse=True),
-    InputFormat("bf16", "bf16", False, 16, ("bf16",), ("fp32",), "bfloat16", sparse=True),
-    InputFormat("tf32", "tf32", False, 32, ("tf32",), ("fp32",), "float32"),
-    InputFormat("e4m3", "fp8", False, 8, ("e4m3", "e5m2"), values="float8_e4m3fn", **_FP8),
-    InputFormat("e5m2", "fp8", True, 8, ("e5m2", "e4m3"), values="float8_e5m2", **_FP8),
+    InputFormat("fp16", "fp16", False, 16, ("fp16",), ("fp32", "fp16"), "float16", sparse=True,
+                fields=Fields(5, 10)),
+    InputFormat("bf16", "bf16", False, 16, ("bf16",), ("fp32",), "bfloat16", sparse=True,
+                fields=Fields(8, 7)),
+    InputFormat("tf32", "tf32", False, 32, ("tf32",), ("fp32",), "float32",
+                fields=Fields(8, 23, ignored=13)),
+    InputFormat("e4m3", "fp8", False, 8, ("e4m3", "e5m2"), values="float8_e4m3fn",
+                fields=Fields(4, 3, finite=True), **_FP8),
+    InputFormat("e5m2", "fp8", True, 8, ("e5m2", "e4m3"), values="float8_e5m2",
+                fields=Fields(5, 2), **_FP8),
     InputFormat("s8", "int8", False, 8, ("s8",), ("s32",), "int8"),
     InputFormat("u8", "int8", True, 8, ("s8",), ("s32",), "uint8"),
 )}
 
 #: Accumulator (C and D) formats and their widths.
 OUTPUT_BITS = {"fp32": 32, "fp16": 16, "s32": 32}
+#: The float accumulators' bit fields (FP16's are its input row's).
+OUTPUT_FIELDS = {"fp32": Fields(8, 23), "fp16": Fields(5, 10)}
 #: Accumulator formats and the NumPy types of their values.
 OUTPUT_VALUES = {"fp32": "float32", "fp16": "float16", "s32": "int32"}
 #: PTX's names of the formats where they differ from ours (``.f16``, ``.f32``); capture kernel
@@ -169,3 +192,11 @@ def format_of(dtype, formats=None) -> str | None:
         if values_dtype(name) == want:
             return name
     return None
+
+
+def float_fields() -> dict:
+    """Every float format's :class:`Fields` by name: the inputs' and the accumulators'."""
+    out = {name: f.fields for name, f in INPUT_FORMATS.items() if f.fields is not None}
+    for name, fields in OUTPUT_FIELDS.items():
+        assert out.setdefault(name, fields) == fields, name
+    return out

@@ -172,11 +172,16 @@ def test_from_numerics_and_numerics_op():
 
 def test_a_new_input_format_is_one_table_row(monkeypatch, capsys):
     """One row added to the format table (an FP6 E3M2 of the FP8 datapath, B E3M2 or E4M3, FP32
-    accumulation): Op, its refusals, its operands and tcore gemm's choices pick it up."""
-    from tcore.numerics.formats import INPUT_FORMATS, InputFormat
+    accumulation, its bit fields): Op, its refusals, its operands, tcore gemm's choices, the
+    RTL build's answer and the golden model (mma on bits, matmul on ml_dtypes arrays) pick it
+    up with no other edit."""
+    from tcore import golden
+    from tcore.numerics.formats import INPUT_FORMATS, Fields, InputFormat
+    from tcore.rtl.designs import preset
     from tcore.sim.cli import main
     monkeypatch.setitem(INPUT_FORMATS, "e3m2", InputFormat(
-        "e3m2", "fp8", True, 8, ("e3m2", "e4m3"), ("fp32",), "float6_e3m2fn", instrs=("wgmma",)))
+        "e3m2", "fp8", True, 8, ("e3m2", "e4m3"), ("fp32",), "float6_e3m2fn", instrs=("wgmma",),
+        fields=Fields(3, 2, finite=True)))
 
     op = Op.parse("e3m2.e4m3->fp32")
     assert op == Op("e3m2", "e4m3", "fp32", instr="wgmma") == Op.from_kernel("e3m2_e4m3_f32")
@@ -204,3 +209,16 @@ def test_a_new_input_format_is_one_table_row(monkeypatch, capsys):
     code = main(["gemm", "--format", "e3m2", "--acc", "f16", "--m", "16", "--n", "16", "--k", "32"])
     assert code == 2
     assert "unsupported operation e3m2->fp16: e3m2 inputs accumulate in fp32" in capsys.readouterr().err
+
+    # The RTL's FP8 datapath takes it (its unpack is the one edit there); the golden model
+    # computes it from the row's bit fields.  Every E3M2 value is an E4M3 value, so the same
+    # values through the captured E4M3 path are the reference.
+    assert preset("lint", "gemm").supports(op) and preset("lint", "soc").supports(op)
+    a, b = op.random_operands(16, 16, 32, seed=5)
+    a4 = a.view(ml_dtypes.float6_e3m2fn).astype(ml_dtypes.float8_e4m3fn)
+    assert np.array_equal(a4.astype(np.float64), a.view(ml_dtypes.float6_e3m2fn).astype(np.float64))
+    c = np.zeros((16, 16), np.uint32)
+    want = golden.mma(a4.view(np.uint8), b, c, op=Op.parse("e4m3->fp32"))
+    assert np.array_equal(golden.mma(a, b, c, op=op), want)
+    d = golden.matmul(a.view(ml_dtypes.float6_e3m2fn), b.view(ml_dtypes.float8_e4m3fn))
+    assert np.array_equal(d.view(np.uint32), want)
