@@ -183,3 +183,21 @@ def test_verilog_no_skid_leaves_the_output_skid_register_out(tmp_path, capsys):
     assert code == 0 and "skid=False" in (tmp_path / "b" / "mma4.v").read_text()
     assert re.search(r"reg \[\d+:0\] skid\b", (tmp_path / "a" / "mma4.v").read_text())
     assert not re.search(r"\bskid\b", (tmp_path / "b" / "mma4.v").read_text().replace("skid=False", ""))
+
+
+def test_verilog_and_synth_start_from_a_preset(tmp_path, capsys):
+    """--preset names the builds to start from: ecp5-25f is the 16-lane dense core without its
+    skid register (what --lanes 16 --dense-only --no-skid spelled out), with the ECP5 DSPs;
+    a preset without the design, or an unknown one, is one line of refusal."""
+    code, out, _ = cli(capsys, "verilog", "-o", tmp_path, "--preset", "ecp5-25f")
+    assert code == 0 and out.count("wrote ") == 1
+    assert "mma4.v  (dsp=ecp5, lanes=16, skid=False, sparse=False)" in out
+    text = (tmp_path / "mma4.v").read_text()
+    assert "parameters dsp=ecp5, lanes=16, skid=False, sparse=False" in text
+    for argv, msg in ((["verilog", "-o", tmp_path, "--preset", "ecp5-25f", "--design", "gemm"],
+                       "preset ecp5-25f has no gemm build (it has mma4)"),
+                      (["verilog", "-o", tmp_path, "--preset", "huge"], "unknown preset 'huge'"),
+                      (["synth", "--preset", "ecp5-25f", "--design", "soc"],
+                       "preset ecp5-25f has no soc build")):
+        code, _, err = cli(capsys, *argv)
+        assert code == 2 and msg in err and err.count("\n") == 1, err

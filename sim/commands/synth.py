@@ -16,6 +16,10 @@ HELP = "FPGA synthesis, place and route (ECP5): area and Fmax"
 def add_arguments(parser):
     parser.add_argument("--design", default="mma4", help="mma4 (default), gemm, wmma, fp4dec, fp4gemm, soc")
     parser.add_argument("--device", default="ecp5-85k", choices=["ecp5-25k", "ecp5-45k", "ecp5-85k"])
+    parser.add_argument("--preset", default="ecp5-85f", metavar="NAME",
+                        help="the build to place: ecp5-85f (default), ecp5-25f (--design mma4: 16 "
+                             "lanes, no 2:4 select network, no skid register; with --device "
+                             "ecp5-25k) or lint; the flags below change it")
     parser.add_argument("--lanes", type=int, default=None, choices=LANES,
                         help="multipliers of the MMA4 core (mma4, gemm, wmma, soc; default 64)")
     parser.add_argument("--dense-only", action="store_true",
@@ -51,9 +55,18 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from tcore.sim.synth import SYNTH_PARAMS, SynthError, heatmap_text, synth
+    from tcore.rtl.designs import DESIGNS, PRESETS, Build
+    from tcore.sim.synth import SynthError, heatmap_text, synth
 
-    params = dict(SYNTH_PARAMS.get(args.design, {}))
+    if args.preset not in PRESETS:
+        raise CliError(f"unknown preset {args.preset!r}; presets: {', '.join(PRESETS)}")
+    if args.design not in DESIGNS:
+        raise CliError(f"Design must be one of {', '.join(sorted(DESIGNS))}, not {args.design!r}")
+    base = PRESETS[args.preset].get(args.design)
+    if base is None and args.preset != "ecp5-85f":
+        raise CliError(f"preset {args.preset} has no {args.design} build (it has "
+                       f"{', '.join(PRESETS[args.preset])})")
+    params = dict((base or Build(args.design)).params)
     if args.lanes is not None:
         from tcore.rtl.designs import parameters
         if "lanes" not in parameters(args.design) or args.design == "fp4dec":

@@ -15,6 +15,11 @@ HELP = "write the Verilog of every top-level design"
 def add_arguments(parser):
     parser.add_argument("-o", required=True, metavar="DIR", help="output folder")
     parser.add_argument("--design", action="append", help="only this design (repeatable)")
+    parser.add_argument("--preset", default="lint", metavar="NAME",
+                        help="the builds to start from: lint (default: what make lint and the "
+                             "benches build), ecp5-85f (what tcore synth places) or ecp5-25f (the "
+                             "16-lane dense core without its skid register); the flags below "
+                             "change them")
     parser.add_argument("--warps", "--cores", dest="warps", type=int, default=None, help="warps of the GEMM tops (gemm, fp4gemm, soc)")
     parser.add_argument("--lanes", type=int, default=None, choices=LANES,
                         help="multipliers of the MMA4 core (mma4, mma4play, gemm, fp4gemm, wmma, soc)")
@@ -31,16 +36,22 @@ def add_arguments(parser):
 
 
 def run(args) -> int:
-    from tcore.rtl.designs import DESIGNS, LINT_PARAMS, make, parameters
+    from tcore.rtl.designs import DESIGNS, PRESETS, make, parameters
     from tcore.sim.runner import design_verilog
 
     out = Path(args.o)
     if out.exists() and not out.is_dir():
         raise CliError(f"-o {out}: exists and is not a folder")
-    names = args.design or sorted(DESIGNS)
+    if args.preset not in PRESETS:
+        raise CliError(f"unknown preset {args.preset!r}; presets: {', '.join(PRESETS)}")
+    chosen = PRESETS[args.preset]
+    names = args.design or sorted(chosen)
     for name in names:
         if name not in DESIGNS:
             raise CliError(f"unknown design {name!r}; designs: {', '.join(sorted(DESIGNS))}")
+        if name not in chosen:
+            raise CliError(f"preset {args.preset} has no {name} build (it has "
+                           f"{', '.join(chosen)})")
     asked = {"warps": args.warps,
              "mem_words": None if args.mem_kib is None else args.mem_kib * 1024 // 16,
              "data_width": args.data_width, "lanes": args.lanes}
@@ -53,7 +64,7 @@ def run(args) -> int:
         takes = parameters(name)
         if name == "fp4dec":        # its lanes are FP4 decoders, not the core's multipliers
             takes.pop("lanes", None)
-        params = dict(LINT_PARAMS[name])
+        params = chosen[name].params
         for key, value in asked.items():
             if value is None:
                 continue
@@ -88,6 +99,7 @@ def run(args) -> int:
         if name == "soc":           # and the plain Verilog testbench that drives it
             from tcore.sim.soc_demo import testbench
             tb = out / "tb_soc.v"
-            tb.write_text(testbench(params.get("data_width", 128), params.get("addr_width", 32)))
+            soc = chosen[name].replace(**params)
+            tb.write_text(testbench(soc.data_width, soc.addr_width))
             print(f"wrote {tb}  (plain Verilog testbench: see its header; make soc-demo runs it)")
     return EXIT_OK
