@@ -1,6 +1,6 @@
 """The golden model on a ``dask.distributed`` cluster: :func:`cluster_mma` (``tcore gemm
 --scheduler``) and :func:`verify_tiles` (``tcore verify --scheduler``'s task).  The blockwise
-dask arrays are :mod:`golden.distributed`'s; this module sits above both it and the engine."""
+dask arrays are :mod:`tcore.golden.distributed`'s; this module sits above both it and the engine."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ __all__ = ["cluster_mma", "verify_tiles", "connect"]
 
 
 def cluster_mma(client, a, b, c, *, parts=None, **kwargs):
-    """:func:`golden.mma.mma` of NumPy bits computed on ``client``'s cluster: the output cut into
+    """:func:`tcore.golden.mma.mma` of NumPy bits computed on ``client``'s cluster: the output cut into
     ``parts`` blocks (default four per worker thread), D back as NumPy."""
     da = distributed._da()
     if parts is None:

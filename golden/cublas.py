@@ -1,6 +1,6 @@
 """cuBLAS and cuBLASLt GEMMs as PyTorch runs them on Hopper: split-K, epilogues, FP8 scales.
 
-A library GEMM is the tensor core's K chain (:func:`golden.mma.mma`) plus what the library does
+A library GEMM is the tensor core's K chain (:func:`tcore.golden.mma.mma`) plus what the library does
 around it.  The rules here were measured on an H100 with torch 2.11 / cuBLAS 13.1
 (``tests/data/silicon/torch_splitk/``, README there; the H200 ran the same kernels where both
 were captured); ``docs/numerics.md`` has them with the alternatives the captures reject.
@@ -54,7 +54,7 @@ SPLIT_K_MAX_OUTPUTS = 64 * 64
 class NotModelled(ValueError):
     """A library GEMM the captures do not pin down (split-K with beta = 1, a bias with alpha,
     split-K of other inputs than FP16/BF16, block-wise FP8 scales, ...): a ValueError, so
-    :func:`golden.matmul` callers see one; ``tcore.torch`` turns it into ``Unsupported``."""
+    :func:`tcore.golden.matmul` callers see one; ``tcore.torch`` turns it into ``Unsupported``."""
 
 _OUT = {name: values_dtype(name) for name in ("fp32", "fp16", "bf16")}
 

@@ -1,6 +1,6 @@
 """The golden model on ``dask.array`` inputs, and on a ``dask.distributed`` cluster.
 
-:func:`golden.mma.mma` and :func:`golden.matmul` hand dask arrays here (a check at their top):
+:func:`tcore.golden.mma.mma` and :func:`tcore.golden.matmul` hand dask arrays here (a check at their top):
 the result is a lazy ``dask.array`` of output blocks, each block the serial golden function on
 one block of rows of A (with the whole K) and one block of columns of B (the whole K), so every
 output element's K chain runs, in order, inside one task, exactly as in the serial model.  K is
@@ -89,10 +89,10 @@ def _block(fn, kwargs, *blocks):
 
 
 def mma(a, b, c, *, serial, check, workers=None, **kwargs):
-    """``serial`` (:func:`golden.mma.mma`, which hands dask arrays here) on dask arrays (any
+    """``serial`` (:func:`tcore.golden.mma.mma`, which hands dask arrays here) on dask arrays (any
     operand a ``dask.array``): a lazy ``dask.array`` of D's bits, chunked over M (A's row
     chunks) and N (B's column chunks), the whole K in each block.  The arguments are checked
-    now, as the serial model checks them (``check``: :func:`golden.mma.check_operands`).  The
+    now, as the serial model checks them (``check``: :func:`tcore.golden.mma.check_operands`).  The
     engine passes itself in, so that this module imports none of the engines."""
     check_operands = check
     da = _da()
@@ -107,9 +107,9 @@ def mma(a, b, c, *, serial, check, workers=None, **kwargs):
 
 
 def matmul(a, b, c=None, *, serial, op_of, check, workers=None, **kwargs):
-    """``serial`` (:func:`golden.matmul`) on dask arrays: a lazy ``dask.array`` (float32,
+    """``serial`` (:func:`tcore.golden.matmul`) on dask arrays: a lazy ``dask.array`` (float32,
     float16 or int32), chunked over M and N as :func:`mma`, the whole K in each block.
-    ``op_of`` is :func:`golden.floats.matmul_op`, ``check`` :func:`golden.mma.check_operands`."""
+    ``op_of`` is :func:`tcore.golden.floats.matmul_op`, ``check`` :func:`tcore.golden.mma.check_operands`."""
     check_operands = check
     da = _da()
     a, b, c = (_as_array(da, x, n) for x, n in ((a, "a"), (b, "b"), (c, "c")))

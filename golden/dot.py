@@ -35,7 +35,7 @@ def fused_sum(a_vals, a_pows, b_vals, b_pows, c_val, c_pow, grid: int, floor: in
     ----------
     a_vals, a_pows, b_vals, b_pows : sequences of arrays
         For each of the step's k terms, the float64 values and ``2**nominal_exponent``
-        (:func:`golden.formats.pow2_nominal`) of the two factors, broadcastable to the output.
+        (:func:`tcore.golden.formats.pow2_nominal`) of the two factors, broadcastable to the output.
     c_val, c_pow : array
         The addend's value and power, of the output's shape.
     grid : int

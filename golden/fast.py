@@ -1,6 +1,6 @@
-"""The compiled engine of :func:`golden.mma.mma`: the block fused dot-add chain in numba kernels.
+"""The compiled engine of :func:`tcore.golden.mma.mma`: the block fused dot-add chain in numba kernels.
 
-The arithmetic is the rule of ``docs/numerics.md`` exactly as :mod:`golden.dot` computes it
+The arithmetic is the rule of ``docs/numerics.md`` exactly as :mod:`tcore.golden.dot` computes it
 (the NumPy engine, kept as the checked twin): every factor is an exact float64 value with its
 ``2**nominal_exponent``; per output and K step, E is the largest product of powers (and c's
 power, and the FP16-output floor), every term is scaled by the power of two ``2**(F - E)`` and
@@ -19,7 +19,7 @@ output rows of one batch entry with all its columns, the vector loops run across
 :func:`run_tiles` for batches of small tiles (a unit is a group of tiles, the vector loops run
 across the tiles).  A unit carries its outputs' whole K chain; units are independent, so they
 are spread over threads (the kernels release the GIL); K is never split.  (INT8 needs no kernel
-here: :func:`golden.mma._int_blas_chunk` sums its steps exactly in float32 BLAS.)
+here: :func:`tcore.golden.mma._int_blas_chunk` sums its steps exactly in float32 BLAS.)
 
 numba compiles the kernels on first use and caches them (``cache=True``) beside this file.
 """
@@ -96,7 +96,7 @@ if AVAILABLE:
 
     @_jit
     def _dec32(b):
-        """(value, power) of FP32 bits b: :func:`golden.formats.to_float` and pow2_nominal."""
+        """(value, power) of FP32 bits b: :func:`tcore.golden.formats.to_float` and pow2_nominal."""
         v = np.float64(np.uint32(b).view(np.float32))
         ef = (b >> 23) & 0xFF
         p = _pow2(max(ef, 1) - 127)
@@ -127,7 +127,7 @@ if AVAILABLE:
     @_jit
     def _rz32(v, cutmask):
         """FP32 bits of the exact float64 v: toward zero, >= 2**128 to Inf, subnormals kept,
-        the cut mask applied, zero to +0, NaN canonical (:func:`golden.dot.round_output`)."""
+        the cut mask applied, zero to +0, NaN canonical (:func:`tcore.golden.dot.round_output`)."""
         u = np.float64(v).view(np.uint64)
         s = np.int64(u >> np.uint64(63))
         e = np.int64((u >> np.uint64(52)) & np.uint64(0x7FF))
@@ -285,8 +285,8 @@ if AVAILABLE:
 
     @_jit
     def _dec(bits, ebits, fbits, bias, finite, keep):
-        """(value, power) of one pattern of a format: :func:`golden.formats.to_float` and
-        :func:`golden.formats.pow2_nominal` (keep: the mask of the bits read, TF32's 13 low
+        """(value, power) of one pattern of a format: :func:`tcore.golden.formats.to_float` and
+        :func:`tcore.golden.formats.pow2_nominal` (keep: the mask of the bits read, TF32's 13 low
         fraction bits cleared)."""
         b = np.int64(bits) & keep
         emax = (np.int64(1) << ebits) - 1
@@ -318,8 +318,8 @@ if AVAILABLE:
         ``lanes`` consecutive tiles, and the vector loops run across them (tile t's element
         (i, j) is lane t).  a (T, M, K), b (T, K, N) bits; fa, fb: (exp bits, fraction bits,
         bias, finite, keep mask) of A's and B's formats; tav, tap, tbv, tbp: float32 value and
-        power of every pattern of an 8- or 16-bit format (:func:`golden.formats.value_table`,
-        :func:`golden.formats.pow2_table`), or empty (TF32: decoded from its fields); c and out
+        power of every pattern of an 8- or 16-bit format (:func:`tcore.golden.formats.value_table`,
+        :func:`tcore.golden.formats.pow2_table`), or empty (TF32: decoded from its fields); c and out
         (T, M, N) bits."""
         T, M, K = a.shape
         N = b.shape[2]
@@ -491,7 +491,7 @@ def tiles_mode(shape_a, shape_b) -> bool:
 
 def run_tiles(a, b, c, a_fmt, b_fmt, *, grid, block, floor, fp16, cut, promote, workers):
     """The floating-point chain on a batch of small tiles: a (T, M, K), b (T, K, N) bits in
-    ``a_fmt`` and ``b_fmt`` (:class:`golden.formats.Format`), c (T, M, N) output bits."""
+    ``a_fmt`` and ``b_fmt`` (:class:`tcore.golden.formats.Format`), c (T, M, N) output bits."""
     a, b, c = (np.ascontiguousarray(x) for x in (a, b, c))
     t, m, k = a.shape
     n = b.shape[2]

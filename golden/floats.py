@@ -1,8 +1,8 @@
-"""``golden.matmul``: the tensor core's D = A·B + C on NumPy floats (or integers), any shape.
+"""``tcore.golden.matmul``: the tensor core's D = A·B + C on NumPy floats (or integers), any shape.
 
 The entry for numerics work: the arrays' dtypes say the formats, and the result is an ordinary
 float32 / float16 / int32 array holding exactly the bits an H200 produces.  Underneath it is
-:func:`golden.mma.mma` on the bit patterns.
+:func:`tcore.golden.mma.mma` on the bit patterns.
 
 ==================================  =====================  ==============================
 ``a``, ``b`` dtypes                 input format           ``out`` (result dtype)
@@ -44,8 +44,8 @@ def _formats(a_dtype, b_dtype):
 
 
 def matmul_op(a_dtype, b_dtype, *, out=None, saturate=False, instr=None, promote=None) -> Op:
-    """The :class:`numerics.Op` :func:`matmul` computes for ``a`` and ``b`` of these dtypes
-    and these keywords; TypeError, ValueError (:class:`numerics.UnsupportedOp`) as it."""
+    """The :class:`tcore.numerics.Op` :func:`matmul` computes for ``a`` and ``b`` of these dtypes
+    and these keywords; TypeError, ValueError (:class:`tcore.numerics.UnsupportedOp`) as it."""
     fa, fb = _formats(a_dtype, b_dtype)
     if out not in (None, "fp16"):
         raise ValueError(f"out must be None (FP32, S32 for INT8) or 'fp16', not {out!r}")
@@ -73,7 +73,7 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
         FP16/BF16 for all three; TF32, FP8 and INT8 are modelled for Hopper only.
     instr : None, "mma" or "wgmma"
         The instruction modelled; None is the one the kind was measured through
-        (:func:`golden.mma.instr_of`: ``"wgmma"`` for FP8, ``"mma"`` otherwise).  The two give
+        (:func:`tcore.golden.mma.instr_of`: ``"wgmma"`` for FP8, ``"mma"`` otherwise).  The two give
         the same bits for FP16, BF16, TF32 and INT8 (measured); FP8 requires ``"wgmma"``
         (``mma.sync`` FP8 is a compiler emulation on sm_90, not modelled).
     saturate : bool
@@ -84,12 +84,12 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
         fast accumulation): K chunks of 128, each a wgmma chain from zero, added in K order
         into FP32 with round-to-nearest-even, then C added once, the same way.
     engine, workers
-        As in :func:`golden.mma.mma`: compiled kernels (default where numba imports) or the
+        As in :func:`tcore.golden.mma.mma`: compiled kernels (default where numba imports) or the
         NumPy twin, the same bits; output tiles spread over ``workers`` threads (default: every
         core).
 
     split_k, alpha, beta, bias, scale_a, scale_b, out_dtype
-        A library GEMM (cuBLAS / cuBLASLt as PyTorch calls them, :mod:`golden.cublas`): any of
+        A library GEMM (cuBLAS / cuBLASLt as PyTorch calls them, :mod:`tcore.golden.cublas`): any of
         these given, the chain starts from zero and ``c`` is the epilogue's C instead of the
         accumulator's start.  ``split_k``: the split count S of a split-K kernel (FP16/BF16;
         None or 1: no split; 1 <= S <= ceil(K/64)).  ``alpha`` (default 1), ``beta`` (default 1
@@ -98,8 +98,8 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
         number or 0-d value is rounded once to FP32, as ``torch.tensor(0.3)`` is; a size-1
         array must be float32) or float32 (M, 1) and (1, N) arrays (row-wise).  ``out_dtype``: float32 (default), float16 or bfloat16, one
         round to nearest-even of the FP32 result at the points the rules say.  The rules, as
-        measured: :mod:`golden.cublas`, ``docs/numerics.md``; what they do not pin down
-        raises :class:`golden.cublas.NotModelled` (a ValueError).
+        measured: :mod:`tcore.golden.cublas`, ``docs/numerics.md``; what they do not pin down
+        raises :class:`tcore.golden.cublas.NotModelled` (a ValueError).
 
     K longer than the instruction's is the chain rule: steps of the block width (16 for
     FP16/BF16, 32 for FP8, 8 for TF32 on Hopper), each step's rounded result the next one's C.
@@ -109,7 +109,7 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
     -------
     float32, float16 or int32 array of shape broadcast(...) + (M, N); given ``dask.array``
     operands, a lazy ``dask.array`` of it, chunked over M and N, the whole K in each block
-    (:mod:`golden.distributed`).
+    (:mod:`tcore.golden.distributed`).
 
     Example
     -------
@@ -153,7 +153,7 @@ def matmul(a, b, c=None, *, out=None, arch="hopper", instr=None, saturate=False,
 def _library(a, b, c, *, arch, instr, promote, engine, workers, out, saturate, split_k, alpha,
              beta, bias, scale_a, scale_b, out_dtype):
     """tcore.golden.matmul's library GEMM: the FP32 chain from zero (split where asked), then the
-    epilogue of :func:`golden.cublas.epilogue`."""
+    epilogue of :func:`tcore.golden.cublas.epilogue`."""
     from . import cublas
     if any(hasattr(x, "__dask_graph__") for x in (a, b, c, bias, scale_a, scale_b)):
         raise ValueError("split_k, alpha, beta, bias, scales and out_dtype take NumPy arrays, "

@@ -92,7 +92,7 @@ class Format:
 
 
 def _formats() -> dict:
-    """A :class:`Format` per float format of the table (``numerics.formats``: the inputs'
+    """A :class:`Format` per float format of the table (``tcore.numerics.formats``: the inputs'
     rows and the accumulators)."""
     from tcore.numerics.formats import float_fields
     return {name: Format(name, f.exp, f.frac, f.finite, f.ignored)

@@ -3,7 +3,7 @@
 Golden twin of ``rtl/gemm.py``.  One warp per 16x16 tile of D: ``fill_fragment(c, 0)``; for each
 16-wide step of K, ``load_matrix_sync`` the A and B tiles and ``mma_sync(c, a, b, c)``; then
 ``store_matrix_sync``.  Per output this is K/16 chained block fused dot-adds starting from 0,
-which is :func:`golden.mma.mma` with C = 0.
+which is :func:`tcore.golden.mma.mma` with C = 0.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ __all__ = ["matmul_t", "check_gemm"]
 
 def check_gemm(m: int, n: int, k: int, in_fmt: str = "fp16", out_fmt: str = "fp32"):
     """Raise ValueError with a clear message for a GEMM matmulT cannot run (the operation's
-    refusal is :class:`numerics.UnsupportedOp`'s)."""
+    refusal is :class:`tcore.numerics.UnsupportedOp`'s)."""
     for name, v in (("M", m), ("N", n), ("K", k)):
         if v < 16 or v % 16:
             raise ValueError(f"{name} must be a positive multiple of 16 (one 16x16 tile), not {v}")

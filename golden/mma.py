@@ -3,13 +3,13 @@
 :func:`mma` is the model of a tensor-core MMA of any K (a WMMA 16x16x16 step, a 16x16x32, a
 wgmma chain, or a whole matmulT GEMM), on bit patterns: the k range is cut into steps of the
 block width n of the generation and input kind (:mod:`numerics`; the last step may be
-shorter), each step is one block fused dot-add (:mod:`golden.dot`), and the rounded output of a
+shorter), each step is one block fused dot-add (:mod:`tcore.golden.dot`), and the rounded output of a
 step is the addend of the next.  Integer inputs (S8, U8) sum exactly instead, wrapped modulo
 2**32 or clamped per step.  :func:`mma4` is the golden twin of the RTL core ``rtl/mma4.py``.
 
 Two engines give the same bits: ``"compiled"`` (the default where numba imports) runs the
-chain in the numba kernels of :mod:`golden.fast`; ``"numpy"`` runs it as NumPy array
-operations (:func:`golden.dot.fused_sum`, :func:`golden.dot.round_output`), the twin the tests
+chain in the numba kernels of :mod:`tcore.golden.fast`; ``"numpy"`` runs it as NumPy array
+operations (:func:`tcore.golden.dot.fused_sum`, :func:`tcore.golden.dot.round_output`), the twin the tests
 check it against.  Either spreads the output tiles (or blocks of output rows) over ``workers``
 threads; K, a sequential chain, is never split.
 """
@@ -43,14 +43,14 @@ _CHUNK = 16384
 
 
 def input_kind(fmt: str) -> str:
-    """The datapath kind (:data:`numerics.KINDS`) of an input format name."""
+    """The datapath kind (:data:`tcore.numerics.KINDS`) of an input format name."""
     return INPUT_FORMATS[fmt].kind if fmt in INPUT_FORMATS else fmt
 
 
 def instr_of(fmt: str) -> str:
     """The instruction a tensor-core step of input format (or kind) ``fmt`` is measured
     through: ``"wgmma"`` for FP8 (``mma.sync`` FP8 is an emulation on sm_90), ``"mma"``
-    otherwise; the format table's (:attr:`numerics.Op.default_instr`)."""
+    otherwise; the format table's (:attr:`tcore.numerics.Op.default_instr`)."""
     kind = input_kind(fmt)
     return next((f.instrs[0] for f in INPUT_FORMATS.values() if f.kind == kind), "mma")
 
@@ -114,7 +114,7 @@ ENGINES = ("compiled", "numpy")
 
 
 def default_engine() -> str:
-    """``"compiled"`` where numba imports (:mod:`golden.fast`), ``"numpy"`` otherwise."""
+    """``"compiled"`` where numba imports (:mod:`tcore.golden.fast`), ``"numpy"`` otherwise."""
     from . import fast
     return "compiled" if fast.AVAILABLE else "numpy"
 
@@ -123,7 +123,7 @@ def mma(a, b, c, *, op=None, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOP
         mode="hopper", instr="mma", saturate=False, promote=None, engine=None, workers=None):
     """D = A·B + C with the tensor core's arithmetic, on bit patterns.
 
-    The operation is ``op`` (a :class:`numerics.Op`, or its spelling such as ``"e4m3->fp16"``),
+    The operation is ``op`` (a :class:`tcore.numerics.Op`, or its spelling such as ``"e4m3->fp16"``),
     or the keywords ``in_fmt`` .. ``promote`` one by one; not both.
 
     Parameters
@@ -143,7 +143,7 @@ def mma(a, b, c, *, op=None, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOP
         integers.
     b_fmt : str or None
         B's format: the same as A's (None), the other FP8 format for mixed FP8, S8 for U8 A.
-    arch : "hopper", "ampere", "volta" or an :class:`numerics.Arch`
+    arch : "hopper", "ampere", "volta" or an :class:`tcore.numerics.Arch`
         Block width, grid and FP16 floor per input kind (:mod:`numerics`); TF32, FP8 and INT8
         are modelled for Hopper only.
     mode : "hopper" or "ieee"
@@ -163,8 +163,8 @@ def mma(a, b, c, *, op=None, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOP
         results added in K order into an FP32 accumulator with round-to-nearest-even, then c
         added the same way, once.  None is the plain chain.
     engine : None, "compiled" or "numpy"
-        Who computes: ``"compiled"`` runs the chain in numba kernels (:mod:`golden.fast`),
-        ``"numpy"`` in NumPy array operations (:mod:`golden.dot`, the checked twin); the bits
+        Who computes: ``"compiled"`` runs the chain in numba kernels (:mod:`tcore.golden.fast`),
+        ``"numpy"`` in NumPy array operations (:mod:`tcore.golden.dot`, the checked twin); the bits
         are the same.  None: compiled where numba imports, NumPy otherwise.  ``mode="ieee"``
         always runs in NumPy; INT8's compiled engine sums each step in float32 BLAS (exact:
         every partial sum is an integer below 2**20).
@@ -176,7 +176,7 @@ def mma(a, b, c, *, op=None, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOP
     -------
     D bits, shape broadcast(...) + (M, N), dtype of c.  Given ``dask.array`` operands, a lazy
     ``dask.array`` of D instead, chunked over M and N, the whole K in each block
-    (:mod:`golden.distributed`).
+    (:mod:`tcore.golden.distributed`).
     """
     if op is not None:
         if (in_fmt, out_fmt, b_fmt, instr, saturate, promote) != ("fp16", "fp32", None, "mma",
@@ -281,7 +281,7 @@ def mma(a, b, c, *, op=None, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HOP
 
 
 def _compiled(a, b, c, kind, a_fmt, b_fmt, out_fmt, step, saturate, promote, workers):
-    """The floating-point chain in the numba kernels of :mod:`golden.fast`; (nb, m, k) x
+    """The floating-point chain in the numba kernels of :mod:`tcore.golden.fast`; (nb, m, k) x
     (nb, k, n) bits.  (INT8's compiled engine is float32 BLAS: :func:`_int_blas_chunk`.)"""
     from . import fast
     fp16 = out_fmt is FP16
@@ -373,7 +373,7 @@ def _ieee_chunk(a, b, c, a_fmt, b_fmt, out_fmt):
     return bits
 
 
-#: k slices one beat of the RTL core carries per input format (``rtl.mma4.KDEPTH``).
+#: k slices one beat of the RTL core carries per input format (``tcore.rtl.mma4.KDEPTH``).
 MMA4_KDEPTH = {f.name: f.beat_k for f in INPUT_FORMATS.values()}
 
 

@@ -11,7 +11,7 @@ Golden twin of ``rtl/nvfp4.py``.  Facts from ``docs/numerics.md`` (NVFP4 and MXF
 
 What the model computes is *FP4 decode + Hopper FP16/BF16 arithmetic*: every E2M1 x UE4M3
 product is exact in FP16 and every E2M1 x E8M0 product (s <= 252) exact in BF16, so the decoded
-operands run on the H200's FP16/BF16 tensor-core path (``golden.mma``).  This is not
+operands run on the H200's FP16/BF16 tensor-core path (``tcore.golden.mma``).  This is not
 Blackwell's native FP4 datapath, whose accumulation has not been measured here.
 
 Special values (all tested):
@@ -205,7 +205,7 @@ def dequantize(q: Quantized) -> np.ndarray:
 
 def decode_elements(codes, scales, fmt: str) -> np.ndarray:
     """The decode front end: E2M1 ``codes`` with per-element scale codes ``scales`` (same shape)
-    to FP16 (NVFP4) or BF16 (MXFP4) bits, exactly.  Twin of :class:`rtl.nvfp4.Fp4Decoder`."""
+    to FP16 (NVFP4) or BF16 (MXFP4) bits, exactly.  Twin of :class:`tcore.rtl.nvfp4.Fp4Decoder`."""
     import ml_dtypes
 
     codes, scales = np.broadcast_arrays(np.asarray(codes, np.uint8), np.asarray(scales, np.uint8))
@@ -231,7 +231,7 @@ def decode_operand(q: Quantized) -> np.ndarray:
 
 def scale_fp32(d_bits, alpha) -> np.ndarray:
     """The epilogue: FP32 ``d_bits`` x float32 ``alpha``, IEEE round-to-nearest-even with
-    subnormals; NaN gives the canonical 0x7FFFFFFF.  Twin of :class:`rtl.nvfp4.Fp32Scale`."""
+    subnormals; NaN gives the canonical 0x7FFFFFFF.  Twin of :class:`tcore.rtl.nvfp4.Fp32Scale`."""
     with np.errstate(all="ignore"):
         p = fp32_decode(d_bits) * np.float32(alpha)
     bits = fp32_encode(p)

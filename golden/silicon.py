@@ -13,7 +13,7 @@ warp per 16x16 tile of C, K in steps of 16).
 
 The ``torch_splitk/`` captures of cuBLAS library GEMMs have their own layout (README there):
 whole GEMMs whose calls' alpha, beta, bias and scales are in ``meta``; :func:`verify_cublas_file`
-checks them through :func:`golden.matmul`'s library keywords.
+checks them through :func:`tcore.golden.matmul`'s library keywords.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ class VectorFileError(ValueError):
 class Kernel:
     """One captured instruction (or library call): its operation and where its data sits.
 
-    ``op`` is the :class:`numerics.Op` computed; the kernel's name is its
-    :attr:`~numerics.Op.kernel_name` and D is the file's ``d_<name>``.  C is the file's
+    ``op`` is the :class:`tcore.numerics.Op` computed; the kernel's name is its
+    :attr:`~tcore.numerics.Op.kernel_name` and D is the file's ``d_<name>``.  C is the file's
     ``c_key`` array, rounded from FP32 to FP16 (nearest-even) where ``c_to_f16`` (the FP8
     FP16-output captures keep only the FP32 ``c``).
     """
@@ -86,11 +86,11 @@ class Kernel:
 
     @property
     def kind(self) -> str:
-        """The datapath kind (:data:`numerics.KINDS`) of the inputs."""
+        """The datapath kind (:data:`tcore.numerics.KINDS`) of the inputs."""
         return self.op.kind
 
     def mma_args(self) -> dict:
-        """Keyword arguments of :func:`golden.mma.mma` for this kernel, one by one (so that a
+        """Keyword arguments of :func:`tcore.golden.mma.mma` for this kernel, one by one (so that a
         check can change one of them)."""
         op = self.op
         return {"in_fmt": op.a, "b_fmt": op.b, "out_fmt": op.acc, "instr": op.instr,
@@ -101,7 +101,7 @@ class Kernel:
 #: mma's ``c16``; the FP8 FP16-output wgmma rounds the FP32 ``c``.
 _C_OF = {"fp16->fp16": dict(c_key="c16"), "e4m3->fp16": dict(c_to_f16=True)}
 
-#: Every captured kernel (:data:`numerics.op.CAPTURED`) by name.
+#: Every captured kernel (:data:`tcore.numerics.op.CAPTURED`) by name.
 KERNELS = {k.name: k for k in (Kernel(Op.parse(s), **_C_OF.get(s, {})) for s in CAPTURED)}
 
 _BITS = {n: np.dtype(dtype_of(n)) for n in (*INPUT_FORMATS, *OUTPUT_BITS)}
@@ -245,7 +245,7 @@ def _floats(data, key, dtype, where):
 
 
 def cublas_calls(data, where="file") -> list[tuple[str, dict]]:
-    """Every output key of a ``torch_splitk/`` capture with the :func:`golden.matmul` keywords
+    """Every output key of a ``torch_splitk/`` capture with the :func:`tcore.golden.matmul` keywords
     that compute it (besides ``a`` and ``b``): ``[(key, kwargs), ...]``, the split count from
     the file's ``numSplitsK``, alpha / beta / scales from its ``meta``."""
     meta = _json_meta(data)
@@ -302,8 +302,8 @@ def cublas_calls(data, where="file") -> list[tuple[str, dict]]:
 
 def verify_cublas_file(source, *, where=None) -> list:
     """Check every output of a ``torch_splitk/`` capture (a path or a loaded dict) against
-    :func:`golden.matmul` with the file's split counts, alpha, beta, C, bias and scales
-    (:mod:`golden.cublas`); a list of :class:`golden.sparse.KernelCheck` (``kind="cublas"``)."""
+    :func:`tcore.golden.matmul` with the file's split counts, alpha, beta, C, bias and scales
+    (:mod:`tcore.golden.cublas`); a list of :class:`tcore.golden.sparse.KernelCheck` (``kind="cublas"``)."""
     from .floats import matmul
     from .sparse import KernelCheck
     if not isinstance(source, dict):

@@ -8,7 +8,7 @@ The rule (measured on an H200, ``shared/spec/numerics.md``, "2:4 sparse MMA on H
 captures are ``tests/data/silicon/sparse/`` and ``sparse_torch/``):
 
 * One ``mma.sp`` m16n8k32 step (FP16/BF16 in; ``wgmma.sp`` m64nNk32 gives the same bits) is
-  ONE block fused dot-add (:mod:`golden.dot`) of its 16 stored products
+  ONE block fused dot-add (:mod:`tcore.golden.dot`) of its 16 stored products
   ``a_comp[m, j] * b[k(m, j), n]`` plus C, with the dense Hopper FP16/BF16 step's parameters:
   grid 2**(E-25), exact sum, RZ to FP32 or one RNE to FP16, and in FP16-output mode the floor
   E >= -21.  ``k(m, 2q+s) = 4q + i_s(m, q)``.
@@ -394,7 +394,7 @@ def mma_sp(a_sparse, b, c, *, in_fmt="fp16", out_fmt="fp32", b_fmt=None, arch=HO
         FP32 (RZ; FP8 also cut to 13 fraction bits) or FP16 (one RNE per step; FP16 and FP8 in).
     b_fmt : str or None
         B's format: A's (None), or the other FP8 format.
-    arch : the Hopper parameters (``numerics.HOPPER``, or an Arch of one's own for experiments)
+    arch : the Hopper parameters (``tcore.numerics.HOPPER``, or an Arch of one's own for experiments)
         Grid, FP16 floor and, by default, the block: a sparse step fuses ``arch.step(kind).block``
         stored products (16 = one m16n8k32 for FP16/BF16; 32 = one wgmma k64 for FP8).
     block : int or None

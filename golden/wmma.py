@@ -11,7 +11,7 @@ and t = lane % 4 (the PTX ISA's m16n8k16 layouts, two of them side by side):
 * ``matrix_b`` slot i: row 2t + (i & 1) + 8*(i in {2,3,6,7}), column g + 8*(i >= 4);
 * ``accumulator`` slot i (0..7): as ``matrix_a`` (num_elements = 8).
 
-The map itself lives in :mod:`numerics.fragments` (shared with the RTL register file), with
+The map itself lives in :mod:`tcore.numerics.fragments` (shared with the RTL register file), with
 the other two shapes CUDA has for FP16/BF16, ``m32n8k16`` (A 32x16 with 16 distinct elements
 per lane, B 16x8 with 4) and ``m8n32k16`` (its transpose); every function here takes
 ``shape=`` (default m16n16k16).

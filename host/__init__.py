@@ -3,8 +3,8 @@
 Plain Python and NumPy (no cocotb, no simulator), so that ``sim/``, the benches (``tb/``) and
 the tests share one statement of each packing:
 
-* :mod:`host.beats`: MMA4 beat payloads from operand tiles, outputs back to tiles, job files;
-* :mod:`host.images`: memory images of the GEMM tops (layouts, config words, memh files);
-* :mod:`host.wmma_model`: WMMA sequencer command and response words, memory words;
-* :mod:`host.handover`: the typed hand-over from the runner to a cocotb bench.
+* :mod:`tcore.host.beats`: MMA4 beat payloads from operand tiles, outputs back to tiles, job files;
+* :mod:`tcore.host.images`: memory images of the GEMM tops (layouts, config words, memh files);
+* :mod:`tcore.host.wmma_model`: WMMA sequencer command and response words, memory words;
+* :mod:`tcore.host.handover`: the typed hand-over from the runner to a cocotb bench.
 """

@@ -1,9 +1,9 @@
 """Tiles <-> MMA4 beats: how a 16x16xK MMA is cut into the core's 4x4xKD beats, as plain data.
 
 Shared by the cocotb benches, the Amaranth-simulator tests and the command line.  The bit
-positions follow :class:`rtl.mma4.Beat`: ``a`` at bits 0..255, ``b`` 256..511, ``c`` 512..1023,
-then ``last`` and the :class:`rtl.formats.Mode` (kind, acc_f16, a_alt, b_alt, sat, sparse), then
-``b_hi`` and ``meta`` (2:4 sparse beats).  A beat carries KD k slices (:data:`rtl.mma4.KDEPTH`: 4
+positions follow :class:`tcore.rtl.mma4.Beat`: ``a`` at bits 0..255, ``b`` 256..511, ``c`` 512..1023,
+then ``last`` and the :class:`tcore.rtl.formats.Mode` (kind, acc_f16, a_alt, b_alt, sat, sparse), then
+``b_hi`` and ``meta`` (2:4 sparse beats).  A beat carries KD k slices (:data:`tcore.rtl.mma4.KDEPTH`: 4
 for FP16/BF16, 2 for TF32, 8 for FP8/INT8), and a fused group four beats: one Hopper block of
 the kind.  A 2:4 sparse beat carries 4 stored k of A (logical K 8), B's 8 rows and the
 metadata; its group, four beats, is one ``mma.sp`` k32 step.
@@ -25,7 +25,7 @@ _ALT = tuple(f.name for f in INPUT_FORMATS.values() if f.alt)
 
 
 def _beat_layout():
-    """The bit positions of :class:`rtl.mma4.Beat`; :func:`pack_payloads` packs bytes in this
+    """The bit positions of :class:`tcore.rtl.mma4.Beat`; :func:`pack_payloads` packs bytes in this
     order, so a change of the RTL's layout is an error here, not a wrong bit in a bench."""
     from amaranth.lib import data
 
@@ -49,7 +49,7 @@ BLOCKS = [(i, j) for i in range(4) for j in range(4)]     # 4x4 output blocks of
 
 
 class Mode:
-    """A group's formats as the core's :class:`rtl.formats.Mode` byte wants them."""
+    """A group's formats as the core's :class:`tcore.rtl.formats.Mode` byte wants them."""
 
     def __init__(self, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False, sparse=False):
         if in_fmt not in _KIND:
@@ -108,7 +108,7 @@ def block_beats(a, b, c, k0: int, fused: bool = True, kd: int = 4, beats: int = 
 
 def b_columns(b4, elem: str) -> np.ndarray:
     """Beat rows of B (n, KD x 4, row-major ``4k + j``) as the core takes them: column j's 8
-    bytes in the 16-bit words j, 4 + j, 8 + j, 12 + j (:class:`rtl.mma4.Beat`); (n, 32) bytes."""
+    bytes in the 16-bit words j, 4 + j, 8 + j, 12 + j (:class:`tcore.rtl.mma4.Beat`); (n, 32) bytes."""
     n = len(b4)
     size = np.dtype(elem).itemsize
     kd = 8 // size

@@ -1,6 +1,6 @@
 """The one typed hand-over from ``sim/`` (or a test) to a cocotb bench.
 
-:func:`sim.runner.run_bench` writes a :class:`Handover` as JSON next to the build and names it
+:func:`tcore.sim.runner.run_bench` writes a :class:`Handover` as JSON next to the build and names it
 in ``$TCORE_HANDOVER`` (the only variable it sets for a bench): the design and the build
 parameters it was built with (so a bench reads the memory size or the warp count of the design
 under test, never a copied default), the run's files, and the bench's options (seed, stall
@@ -21,11 +21,11 @@ ENV = "TCORE_HANDOVER"
 
 @dataclass(frozen=True)
 class Handover:
-    #: The design under test and its build parameters (``rtl.designs``).
+    #: The design under test and its build parameters (``tcore.rtl.designs``).
     design: str
     params: dict = field(default_factory=dict)
     #: Files of the run: a job to read, a result to write, a progress line to keep current,
-    #: and the memory hooks' load and dump files (``tb.memh``).
+    #: and the memory hooks' load and dump files (``tcore.tb.memh``).
     job: str | None = None
     result: str | None = None
     progress: str | None = None

@@ -46,7 +46,7 @@ def unpack_struct(layout, word: int) -> dict:
 
 
 def cfg_word(**f) -> int:
-    """:class:`rtl.gemm.GemmConfig` as the ``cfg`` port's integer (``bf16=True`` for
+    """:class:`tcore.rtl.gemm.GemmConfig` as the ``cfg`` port's integer (``bf16=True`` for
     ``kind=1``, BF16)."""
     from tcore.rtl.gemm import GemmConfig
     if "bf16" in f:
@@ -55,14 +55,14 @@ def cfg_word(**f) -> int:
 
 
 def fcfg_word(**f) -> int:
-    """:class:`rtl.nvfp4.Fp4Config` as the ``fcfg`` port's integer."""
+    """:class:`tcore.rtl.nvfp4.Fp4Config` as the ``fcfg`` port's integer."""
     from tcore.rtl.nvfp4 import Fp4Config
     return pack_struct(Fp4Config, **f)
 
 
 def gemm_fields(in_fmt="fp16", b_fmt=None, out_fmt="fp32", saturate=False) -> dict:
     """The GemmConfig fields of an operation (kind, variants, accumulator, saturation, b_cols)
-    besides sizes, bases and ``sparse``: :attr:`numerics.Op.mode_fields`."""
+    besides sizes, bases and ``sparse``: :attr:`tcore.numerics.Op.mode_fields`."""
     return Op(in_fmt, b_fmt, out_fmt, saturate).mode_fields
 
 
@@ -110,7 +110,7 @@ def _words(nbytes: int) -> int:
 
 
 def fp4_image(qa, qbt):
-    """The memory image and configuration of a quantised GEMM (``golden.nvfp4.Quantized`` A and
+    """The memory image and configuration of a quantised GEMM (``tcore.golden.nvfp4.Quantized`` A and
     B^T) on the ``fp4gemm`` design.
 
     Word map: decoded A (M x K, 16-bit) at 0, decoded B (K x N) after it, D (M x N FP32), then

@@ -15,7 +15,7 @@ from tcore.rtl.wmma import Op as _RtlOp
 from tcore.rtl.wmma import WmmaCmd, WmmaResp
 from tcore.host.images import pack_struct, unpack_struct
 
-# The RTL's op codes as plain integers (``rtl.wmma.Op`` is an Amaranth enum of the port).
+# The RTL's op codes as plain integers (``tcore.rtl.wmma.Op`` is an Amaranth enum of the port).
 Op = enum.IntEnum("Op", {op.name: op.value for op in _RtlOp})
 
 __all__ = ["Op", "cmd_word", "resp_fields", "words_of", "bytes_of", "put_matrix", "get_matrix", "KIND", "CMD_BITS"]
@@ -25,7 +25,7 @@ CMD_BITS = data.Layout.cast(WmmaCmd).size
 
 
 def cmd_word(**fields) -> int:
-    """Pack a :class:`rtl.wmma.WmmaCmd` into an integer (LSB first, as the Verilog port), from
+    """Pack a :class:`tcore.rtl.wmma.WmmaCmd` into an integer (LSB first, as the Verilog port), from
     the RTL's own layout; fields not given are 0 (``bf16=True`` stands for ``fmt=1``, BF16)."""
     if "bf16" in fields:
         fields["fmt"] = 1 if fields.pop("bf16") else fields.get("fmt", 0)
@@ -33,7 +33,7 @@ def cmd_word(**fields) -> int:
 
 
 def resp_fields(word: int) -> dict:
-    """A :class:`rtl.wmma.WmmaResp` port word as its fields."""
+    """A :class:`tcore.rtl.wmma.WmmaResp` port word as its fields."""
     return unpack_struct(WmmaResp, word)
 
 

@@ -1,10 +1,10 @@
 """The tensor-core arithmetic as data, read by the golden model (``golden/``) and the RTL
 (``rtl/``) alike, so that the RTL never imports the golden model.
 
-* :mod:`numerics.arch`: one MMA step's parameters per generation and input kind
+* :mod:`tcore.numerics.arch`: one MMA step's parameters per generation and input kind
   (:class:`Arch`, :data:`HOPPER`; the table of ``docs/numerics.md``);
-* :mod:`numerics.formats`: the element formats as one table (kind, width, K steps, pairings);
-* :mod:`numerics.op`: :class:`Op`, one operation on those formats (what to compute).
+* :mod:`tcore.numerics.formats`: the element formats as one table (kind, width, K steps, pairings);
+* :mod:`tcore.numerics.op`: :class:`Op`, one operation on those formats (what to compute).
 
 It imports nothing of the project.
 """

@@ -3,7 +3,7 @@
 The golden model (``golden/``), the RTL (``rtl/``), the benches' packers (``tb/``) and the CLI
 read a format's kind, variant, width, K steps and pairings here, so a fact is stated once.
 The arithmetic of each kind is :mod:`numerics` (``Arch.step``); the bit fields of a format are
-:mod:`golden.formats` and :mod:`rtl.formats`.  It imports nothing of the project.
+:mod:`tcore.golden.formats` and :mod:`tcore.rtl.formats`.  It imports nothing of the project.
 
 Input formats (PTX names in brackets; ``../shared/spec/numerics.md``):
 
@@ -24,7 +24,7 @@ elements); ``k_step`` the K of one m16n16 MMA step (256-bit rows, ``256 // bits`
 is the NumPy (or ``ml_dtypes``) type of the elements' values; ``2:4`` whether a 2:4 sparse A
 (``mma.sp``) is modelled.  Every format runs through ``mma.sync`` and ``wgmma`` (the same bits,
 measured) but FP8, which runs through ``wgmma`` only (``mma.sync`` FP8 on sm_90 is a compiler
-emulation, not modelled).  :class:`numerics.op.Op` is an operation on these formats.
+emulation, not modelled).  :class:`tcore.numerics.op.Op` is an operation on these formats.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ class InputFormat:
     name : str
         ``"fp16"``, ``"bf16"``, ``"tf32"``, ``"e4m3"``, ``"e5m2"``, ``"s8"`` or ``"u8"``.
     kind : str
-        Its datapath kind, one of :data:`numerics.KINDS`; :attr:`code` is the kind's number
+        Its datapath kind, one of :data:`tcore.numerics.KINDS`; :attr:`code` is the kind's number
         (the RTL's ``InputKind``).
     alt : bool
         The second format of its kind (E5M2 of FP8, U8 of INT8): the RTL's ``a_alt``/``b_alt``.
@@ -94,7 +94,7 @@ class InputFormat:
 
     @property
     def code(self) -> int:
-        """The kind's number: its place in :data:`numerics.KINDS` (``rtl.formats.InputKind``)."""
+        """The kind's number: its place in :data:`tcore.numerics.KINDS` (``tcore.rtl.formats.InputKind``)."""
         return KINDS.index(self.kind)
 
     @property

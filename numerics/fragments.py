@@ -1,7 +1,7 @@
 """The H200's WMMA fragment layout (m16n16k16) and the register-file organisation it allows.
 
-One home for the map that both the golden model (:mod:`golden.wmma`) and the RTL register
-file (:mod:`rtl.fragments`) need; it imports nothing of the project.
+One home for the map that both the golden model (:mod:`tcore.golden.wmma`) and the RTL register
+file (:mod:`tcore.rtl.fragments`) need; it imports nothing of the project.
 
 The layout (measured, ``tests/data/silicon/h200_wmma_layout.txt``), with g = lane // 4 and
 t = lane % 4:

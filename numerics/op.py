@@ -2,7 +2,7 @@
 
 An :class:`Op` is A's and B's element formats, the accumulator, and how the K chain runs
 (saturation, 2:4 sparse A, the instruction, cuBLASLt's promotion interval).  It is checked once,
-when made, against the format table (:data:`numerics.formats.INPUT_FORMATS`), and answers what
+when made, against the format table (:data:`tcore.numerics.formats.INPUT_FORMATS`), and answers what
 the golden model, the RTL's mode fields, the benches and the CLI ask of an operation, so none of
 them restates a format's rule.
 
@@ -14,7 +14,7 @@ default::
     fp16->fp32   fp16->fp16   bf16->fp32   tf32->fp32   e4m3.e5m2->fp16   u8.s8->s32
     s8->s32.sat  fp16->fp32.sp   e4m3->fp32.p128   fp16->fp32.wgmma
 
-A capture's kernel name (``golden.silicon.KERNELS``) is the same operation in PTX's type names,
+A capture's kernel name (``tcore.golden.silicon.KERNELS``) is the same operation in PTX's type names,
 joined by ``_``: ``f16_f32``, ``u8_s8_s32``, ``s8_s32_sat``, ``e4m3_f32_p128``
 (:attr:`Op.kernel_name`, :meth:`Op.from_kernel`).
 
@@ -37,7 +37,7 @@ __all__ = ["Op", "UnsupportedOp", "INSTRS", "CAPTURED"]
 INSTRS = ("mma", "wgmma")
 
 #: The operations the H200 captures hold (``tests/data/silicon``), in the order ``tcore
-#: verify`` lists their kernels; ``golden.silicon.KERNELS`` says where each one's data sits.
+#: verify`` lists their kernels; ``tcore.golden.silicon.KERNELS`` says where each one's data sits.
 CAPTURED = ("fp16->fp32", "bf16->fp32", "fp16->fp16", "e4m3->fp32", "e5m2->fp32",
             "e4m3.e5m2->fp32", "e4m3->fp16", "e4m3->fp32.p128", "tf32->fp32", "s8->s32",
             "s8->s32.sat", "u8.s8->s32")
@@ -63,7 +63,7 @@ class Op:
     Parameters
     ----------
     a : str
-        A's format, a key of :data:`numerics.formats.INPUT_FORMATS` (``"fp16"``, ``"e4m3"``,
+        A's format, a key of :data:`tcore.numerics.formats.INPUT_FORMATS` (``"fp16"``, ``"e4m3"``,
         ``"u8"``, ...).
     b : str or None
         B's format; None is A's default partner (its own, S8 for U8).
@@ -194,7 +194,7 @@ class Op:
 
     @property
     def kind(self) -> str:
-        """The datapath kind of the inputs (:data:`numerics.KINDS`)."""
+        """The datapath kind of the inputs (:data:`tcore.numerics.KINDS`)."""
         return self.a_format.kind
 
     @property
@@ -203,7 +203,7 @@ class Op:
 
     @property
     def default_instr(self) -> str:
-        """The instruction A's format was measured through (``golden.mma.instr_of``)."""
+        """The instruction A's format was measured through (``tcore.golden.mma.instr_of``)."""
         return self.a_format.instrs[0]
 
     @property
@@ -249,7 +249,7 @@ class Op:
 
     @property
     def mode_fields(self) -> dict:
-        """The RTL's mode fields of this operation (``rtl.gemm.GemmConfig``'s, besides sizes,
+        """The RTL's mode fields of this operation (``tcore.rtl.gemm.GemmConfig``'s, besides sizes,
         bases and ``sparse``): the kind's code, A's and B's variants, the FP16 accumulator,
         saturation, and B column-major (N x K, the TN layout) for the kinds wider than a
         32-bit pair per K step."""
@@ -258,7 +258,7 @@ class Op:
                 "b_alt": self.b_format.alt, "sat": bool(self.saturate), "b_cols": fa.b_cols}
 
     def on(self, arch) -> Op:
-        """This Op, if generation ``arch`` (a name or :class:`numerics.Arch`) has its kind's
+        """This Op, if generation ``arch`` (a name or :class:`tcore.numerics.Arch`) has its kind's
         path modelled; UnsupportedOp otherwise."""
         arch = get_arch(arch)
         if not arch.has(self.kind):
@@ -271,7 +271,7 @@ class Op:
     def random_operands(self, m: int, n: int, k: int, seed) -> tuple:
         """Random A (M, K) and B (K, N) bit patterns: standard normal values rounded to each
         format (TF32 kept as FP32 patterns), or uniform integers over the format's range.  A
-        2:4 sparse Op's A is dense: prune it (``golden.sparse``)."""
+        2:4 sparse Op's A is dense: prune it (``tcore.golden.sparse``)."""
         import numpy as np
         rng = np.random.default_rng(seed)
 

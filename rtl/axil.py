@@ -1,4 +1,4 @@
-"""AXI4-Lite: the bus signature and a register block built from :mod:`rtl.regmap`.
+"""AXI4-Lite: the bus signature and a register block built from :mod:`tcore.rtl.regmap`.
 
 The slave follows the AXI4 rules (ARM IHI 0022, AXI4-Lite): a source holds VALID and its
 payload until READY; a slave may wait for VALID before READY; write address and write data are
@@ -47,7 +47,7 @@ def field_port(reg, field) -> str:
 
 
 class AxiLiteRegs(wiring.Component):
-    """The register map of :mod:`rtl.regmap` behind an AXI4-Lite slave.
+    """The register map of :mod:`tcore.rtl.regmap` behind an AXI4-Lite slave.
 
     Ports, besides ``bus``: for each field (named by :func:`field_port`) an ``Out`` holding an
     RW field's value or a W1S field's one-clock pulse, an ``In`` for an RO field, and for a
@@ -63,7 +63,7 @@ class AxiLiteRegs(wiring.Component):
 
     Parameters
     ----------
-    registers : tuple of :class:`rtl.regmap.Register`
+    registers : tuple of :class:`tcore.rtl.regmap.Register`
     constants : dict
     clear_w1c : tuple or None
     """

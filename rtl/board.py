@@ -1,7 +1,7 @@
 """The board top (design ``board``): a PicoRV32 CPU with its firmware in block RAM, a UART, the
-SoC block (:class:`rtl.soc.GemmSoc`) and its AXI4 memory in block RAM, LEDs.
+SoC block (:class:`tcore.rtl.soc.GemmSoc`) and its AXI4 memory in block RAM, LEDs.
 
-Golden twin: the SoC block's (:func:`golden.mma.mma`); the firmware (``sw/board``) checks the
+Golden twin: the SoC block's (:func:`tcore.golden.mma.mma`); the firmware (``sw/board``) checks the
 block against D bits computed by the golden model at build time, and the host
 (``tcore board run``) checks every D it reads back.
 
@@ -175,7 +175,7 @@ class BoardTop(wiring.Component):
     clk_hz : int
         The clock's frequency (the firmware reads it, the alive LED blinks from it).
     divisor : int
-        UART clocks a bit (:func:`rtl.uart.divisor_of`).
+        UART clocks a bit (:func:`tcore.rtl.uart.divisor_of`).
     mem_bytes, fw_bytes : int
         The AXI memory and the firmware RAM (multiples of 16 and 4 bytes).
     timeout_cycles : int
@@ -385,7 +385,7 @@ def pll_config(f_in: float, f_out: float) -> dict:
 class BoardChip(Elaboratable):
     """:class:`BoardTop` on an Amaranth platform: the PLL, the reset, the pins.
 
-    ``board``: a :class:`sim.board.boards.Board`-like object with ``clock`` (the oscillator's
+    ``board``: a :class:`tcore.sim.board.boards.Board`-like object with ``clock`` (the oscillator's
     resource name), ``reset`` (a button's ``(name, number)``), ``uart`` and ``leds`` (how to
     reach the pins: see :meth:`elaborate`); ``f_out``: the clock wanted; ``top``: the
     :class:`BoardTop` (built for that clock)."""

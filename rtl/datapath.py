@@ -1,9 +1,9 @@
-"""The pieces of one block fused dot-add as the pipelined core (:mod:`rtl.mma4`) uses them:
+"""The pieces of one block fused dot-add as the pipelined core (:mod:`tcore.rtl.mma4`) uses them:
 biased exponents, the DSP multiplier with its registers, the product and addend aligners, the
 adders with negation through carry-ins, a tree leading-zero count and the one normalise /
 round / pack unit for both output formats.
 
-Golden twin: :func:`golden.dot.fused_sum` and :func:`golden.dot.round_output`.
+Golden twin: :func:`tcore.golden.dot.fused_sum` and :func:`tcore.golden.dot.round_output`.
 
 Exponents are *biased* and unsigned: an operand's exponent ``u`` is its nominal exponent + 127
 (FP16 and BF16 alike), a product's ``pe = ua + ub`` is nominal + 254 (0 marks a zero product),
@@ -202,7 +202,7 @@ class RoundPack(wiring.Component):
     value = ``acc * 2**(e - EXP_BIAS - GRID)``; ``e`` is the block's biased exponent (already
     raised to the FP16 floor in FP16 mode).  ``bits`` is the value rounded toward zero to FP32,
     or to nearest-even once to FP16 (low half): every zero is +0, overflow gives Inf,
-    ``special`` (:class:`rtl.formats.Special`) overrides with the canonical value.
+    ``special`` (:class:`tcore.rtl.formats.Special`) overrides with the canonical value.
 
     How: the magnitude is shifted left to put its leading one at bit 32, the shift clamped where
     the result is subnormal (a marker bit at the clamp stops the leading-zero count), so that

@@ -1,4 +1,4 @@
-"""The tile dispenser that the GEMM top (``rtl.gemm``) and the SoC block (``rtl.soc``) share:
+"""The tile dispenser that the GEMM top (``tcore.rtl.gemm``) and the SoC block (``tcore.rtl.soc``) share:
 D's 16x16 tiles in row-major order, one a clock, to the warps that claim them."""
 
 from amaranth import *

@@ -8,7 +8,7 @@ beat n: the core sees a beat every clock, the first one the clock after ``start`
 
 The other WMMA shapes (``tall``: m32n8k16, and m8n32k16 run as its transpose) take the same 64
 beats over the 16 blocks of their accumulator fragment (rows 16..31 of the 32x8 at columns
-8..15, :mod:`numerics.fragments`): output block (i, j) reads A block (i, s) of fragment
+8..15, :mod:`tcore.numerics.fragments`): output block (i, j) reads A block (i, s) of fragment
 a + j // 2 (the pair) and B block (s, j % 2).
 """
 

@@ -1,6 +1,6 @@
 """Bit formats as ``lib.data`` layouts, and the unpackers that turn them into datapath operands.
 
-Golden twin: :mod:`golden.formats`.
+Golden twin: :mod:`tcore.golden.formats`.
 
 Layouts are listed LSB first, as the bit patterns are.  The unpacker maps every input format
 (FP16, BF16, TF32, FP8 E4M3 / E5M2, INT8 S8 / U8) onto one operand shape, :class:`Operand`, so
@@ -86,7 +86,7 @@ class Mode(data.Struct):
         INT8: the group's result is clamped to the S32 range (``.satfinite``), else wrapped.
     sparse : 1
         FP16/BF16, Hopper: A is 2:4 sparse (``mma.sp``): a beat's A holds stored values and
-        each product's B row is the one the beat's metadata names (:class:`rtl.mma4.Beat`).
+        each product's B row is the one the beat's metadata names (:class:`tcore.rtl.mma4.Beat`).
     """
 
     kind: InputKind

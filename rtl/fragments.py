@@ -1,12 +1,12 @@
 """The warp register file: a warp's WMMA fragments in block RAM, laid out as on an H200.
 
-Golden twin: :mod:`golden.wmma` (``load_matrix_sync``, ``store_matrix_sync``; the lane/slot
-map is :mod:`numerics.fragments`, which both import).
+Golden twin: :mod:`tcore.golden.wmma` (``load_matrix_sync``, ``store_matrix_sync``; the lane/slot
+map is :mod:`tcore.numerics.fragments`, which both import).
 
 Organisation
 ------------
 With the H200's fragment layout every 4x4 block of a 16x16 fragment is held by 8 lanes (the
-block's lane group q), two elements each (:mod:`numerics.fragments`).  The register file of
+block's lane group q), two elements each (:mod:`tcore.numerics.fragments`).  The register file of
 each fragment kind therefore has
 
 * one *entry* per 4x4 block: 16 entries per fragment, ``entry = 4 * block row + block column``
@@ -18,7 +18,7 @@ each fragment kind therefore has
 So an entry is 256 bits (A, B) or 512 bits (C/D) and a core beat (one 4x4 block of A, B or C)
 is ONE read of one entry, all columns at one address.  The columns of an entry are *skewed*:
 logical column l sits in physical column l XOR skew(entry), skew = q with its two bits
-swapped (:func:`numerics.fragments.skew`); a 4:1 mux per column undoes it on a beat read.
+swapped (:func:`tcore.numerics.fragments.skew`); a 4:1 mux per column undoes it on a beat read.
 With the skew the (at most two) entries that one 128-bit memory word touches use disjoint
 physical columns, so every load writes one word per clock and every store reads one word per
 clock, row- and column-major, FP16 and FP32 alike:
@@ -92,7 +92,7 @@ _NAMES = {MATRIX_A: "matrix_a", MATRIX_B: "matrix_b", ACCUMULATOR: "accumulator"
 
 class Shape(enum.Enum, shape=2):
     """WMMA shapes (the command's ``shape`` codes).  The other two shapes live in the same
-    16x16 entries (:func:`numerics.fragments.shape_place`): an m32n8k16 A is a *pair* of A
+    16x16 entries (:func:`tcore.numerics.fragments.shape_place`): an m32n8k16 A is a *pair* of A
     fragments (f and f + 1), its B the left half of a B fragment, its accumulator one
     accumulator fragment; m8n32k16 is m32n8k16 transposed (its A in a B fragment, its B in an
     A pair)."""
@@ -154,7 +154,7 @@ class MmaReadSignature(wiring.Signature):
     fragments ``b`` (K rows 0..15) and ``b + 1`` (16..31); slice ``s`` takes stored A
     columns 4s.., B rows 8s..8s+7 (``beat_b``: rows 8s..8s+3, ``beat_b_hi``: 8s+4..8s+7,
     as ``beat_b``) and byte ``s`` of each of A rows 4i..4i+3's metadata words
-    (``beat_meta`` byte r: row 4i+r), as :class:`rtl.mma4.Beat` takes them."""
+    (``beat_meta`` byte r: row 4i+r), as :class:`tcore.rtl.mma4.Beat` takes them."""
 
     def __init__(self):
         super().__init__({"en": Out(1), "a": Out(3), "b": Out(3), "c": Out(3),
@@ -259,7 +259,7 @@ def _word_elements(kind, col, f16, line, word):
 
 def _square_word(m, name, shape, kind, col, f16, line, word):
     """Where word ``word`` of line ``line`` of a ``shape`` fragment lives in the 16x16 entries
-    (:func:`numerics.fragments.shape_place`, done on the word's coordinates): ``(kind,
+    (:func:`tcore.numerics.fragments.shape_place`, done on the word's coordinates): ``(kind,
     fragment offset, col, line, word)`` of the 16x16 fragment that the bank's tables take.
 
     m8n32k16 is m32n8k16 transposed: its matrix kinds swap and its layout flips.  Then, for
@@ -494,7 +494,7 @@ class FragmentBank(wiring.Component):
     def _staged_column(m, tag, fn, act, frag, key):
         """One column's write controls for a staged load, looked up (``fn``,
         :func:`_column_map`) from the word's place before the stage and registered there, one
-        copy per column (:func:`rtl.replica.replica`: one register's fan-out to every column,
+        copy per column (:func:`tcore.rtl.replica.replica`: one register's fan-out to every column,
         then the lookups, was the routed critical path): whether it writes, its fragment, its
         entry, and per half the write enable and which of the word's slices it takes (an
         index into ``offs``)."""

@@ -1,6 +1,6 @@
 """The tiled-GEMM top: the classic matmulT kernel in hardware, on 1 to 8 warps.
 
-Golden twin: :func:`golden.gemm.matmul_t`.
+Golden twin: :func:`tcore.golden.gemm.matmul_t`.
 """
 
 from amaranth import *
@@ -43,7 +43,7 @@ class GemmConfig(data.Struct):
     elements, 8 TF32, 32 FP8/INT8 - 32 bytes of a row of A (or of a column of B) in every kind.
 
     With ``sparse`` (FP16/BF16, B row-major) A is 2:4 sparse and a K step is one ``mma.sp``
-    k32: A holds the stored values (M x K/2 row-major, :class:`golden.sparse.SparseA`'s
+    k32: A holds the stored values (M x K/2 row-major, :class:`tcore.golden.sparse.SparseA`'s
     ``values``, 32 bytes a row per step as before) and the metadata E its PTX words (M x K/32
     uint32 row-major, ``SparseA.meta``) from word address ``e_base`` on, packed (element
     ``r * steps + t`` of E is 32-bit lane ``% 4`` of word ``e_base + // 4``).
@@ -280,10 +280,10 @@ class MatmulTWarp(wiring.Component):
 
     * the :class:`TileLoader` reads the A and B tiles of the next step at once into one of two
       fragment pairs of the register file (double buffering);
-    * the :class:`rtl.feeder.BeatFeeder` sends a loaded pair's 64 beats to the core, one per
+    * the :class:`tcore.rtl.feeder.BeatFeeder` sends a loaded pair's 64 beats to the core, one per
       clock, with C = 0 on a tile's first step (matmulT's ``fill_fragment(c, 0)``) and the
       accumulator after that; back-to-back steps leave no gap;
-    * the :class:`rtl.feeder.DrainD` writes D blocks into the accumulator named by the head of
+    * the :class:`tcore.rtl.feeder.DrainD` writes D blocks into the accumulator named by the head of
       the write-back queue (a ``SyncFIFOBuffered`` of the steps in the core);
     * the :class:`TileStorer` writes finished accumulators (the store queue) to D while the next
       tile runs in the other accumulator.
@@ -428,7 +428,7 @@ class GemmTop(wiring.Component):
         Warps, each with one MMA4 core: peak ``lanes * warps`` FMA per clock.
     mem_words : int
     lanes : 64, 32 or 16
-        Each core's multipliers (:class:`rtl.mma4.MMA4`).
+        Each core's multipliers (:class:`tcore.rtl.mma4.MMA4`).
     sparse : bool
         2:4 sparse A (``GemmConfig.sparse``) supported: each beat is then 128 logical FMA.
     """

@@ -1,6 +1,6 @@
 """MMA4: the pipelined 4x4x4 tensor-core step, D = A·B + C, in every Hopper input kind.
 
-Golden twin: :func:`golden.mma.mma4`.
+Golden twin: :func:`tcore.golden.mma.mma4`.
 """
 
 from amaranth import *
@@ -70,7 +70,7 @@ class Beat(data.Struct):
         all their products and C; a group also ends after its fourth beat.  Four beats are
         one Hopper block: K = 16 (FP16, BF16), 8 (TF32), 32 (FP8, INT8).
     mode : Mode
-        InputKind, accumulator and variants (:class:`rtl.formats.Mode`); taken from a group's
+        InputKind, accumulator and variants (:class:`tcore.rtl.formats.Mode`); taken from a group's
         first beat.
     b_hi : 16 x 16 bits
         2:4 sparse beats (``mode.sparse``, FP16/BF16): B's rows 4..7 as ``b`` holds rows 0..3.
@@ -232,12 +232,12 @@ def _max(a, b):
 
 class ElementPick(wiring.Component):
     """X0 -> X1 for one A or B element: its bits picked out of the pass (:class:`Sel`) and its
-    format's fields (:func:`rtl.formats.unpack_fields`) registered at X1.
+    format's fields (:func:`tcore.rtl.formats.unpack_fields`) registered at X1.
 
     It keeps its own X0 copy of the pass's selects, registered beside the raw beat from
     ``sel`` (the selects of the pass entering X0), so that each select register drives one
     element's logic only; synthesis keeps these components apart
-    (``sim.synth.KEEP_HIERARCHY``), else the 32 copies would merge back into one.
+    (``tcore.sim.synth.KEEP_HIERARCHY``), else the 32 copies would merge back into one.
 
     Members
     -------
@@ -353,7 +353,7 @@ class MMA4(wiring.Component):
     Parameters
     ----------
     dsp : "generic" or "ecp5"
-        How the 64 multipliers are written (:class:`rtl.datapath.Multiplier`): ``*`` between
+        How the 64 multipliers are written (:class:`tcore.rtl.datapath.Multiplier`): ``*`` between
         registers, or ECP5 ``MULT18X18D`` instances with their registers (synthesis).
     arch : "hopper", "ampere" or "volta"
         The generation's FP16/BF16 step (:mod:`numerics`): a group ends after block / 4 beats
@@ -602,7 +602,7 @@ class MMA4(wiring.Component):
     def _operand_bits(self, m, beat, sel, mode):
         """X0 -> X1 for the 32 operand elements of this pass, A[i][k] at 4i + k and B[k][j] at
         4k + j (k 0..3 of the pass): each an :class:`ElementPick` of its candidate bits in the
-        X0 beat; returns their X1 :class:`rtl.formats.Fields`."""
+        X0 beat; returns their X1 :class:`tcore.rtl.formats.Fields`."""
         ra, rb = beat.a.as_value(), beat.b.as_value()
 
         def col_byte(j, c):                     # byte c of B's column j (see Beat)

@@ -1,12 +1,12 @@
 """The NVFP4 / MXFP4 front end: 4-bit elements and block scales decoded into tensor-core operands.
 
-Golden twin: :mod:`golden.nvfp4`.
+Golden twin: :mod:`tcore.golden.nvfp4`.
 
 * :class:`Fp4Decoder`: E2M1 codes and per-element scale codes (UE4M3 for NVFP4, E8M0 for MXFP4)
   to the exact FP16 (NVFP4) or BF16 (MXFP4) values, ``lanes`` per clock.
 * :class:`Fp32Mul` / :class:`Fp32Scale`: the epilogue, FP32 x FP32 with IEEE rounding (nearest
   even, subnormals kept), for the tensor-scale multiply on the accumulator output.
-* :class:`Fp4GemmTop` (the ``fp4gemm`` design): the GEMM top (:class:`rtl.gemm.GemmTop`) behind
+* :class:`Fp4GemmTop` (the ``fp4gemm`` design): the GEMM top (:class:`tcore.rtl.gemm.GemmTop`) behind
   a front end that unpacks packed A and B (codes and scales in the same memory) into the FP16 /
   BF16 operand areas, runs matmulT, then scales D by the tensor-scale product in place.
 
@@ -251,7 +251,7 @@ class Fp4GemmTop(wiring.Component):
     1. *decode*: each 128-bit word of the FP16/BF16 A and B areas (``cfg.a_base``, ``b_base``)
        is made from 8 codes and their scales: read the code word, read the scale word, wait
        for them (the GEMM top's read data is two clocks late), write (4 clocks per word);
-    2. *GEMM*: :class:`rtl.gemm.GemmTop` runs matmulT;
+    2. *GEMM*: :class:`tcore.rtl.gemm.GemmTop` runs matmulT;
     3. *epilogue*: each word of D is read, multiplied by ``alpha`` (:class:`Fp32Scale`) and
        written back (3 clocks per word).
 

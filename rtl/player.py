@@ -1,8 +1,8 @@
 """The MMA4 core between two ends of one memory, free-running: a beat player.
 
-Golden twin: :func:`golden.mma.mma4` (the core's; the player only moves words).
+Golden twin: :func:`tcore.golden.mma.mma4` (the core's; the player only moves words).
 
-A bench, or an FPGA bring-up, writes a stream of beats (:class:`rtl.mma4.Beat`, one per
+A bench, or an FPGA bring-up, writes a stream of beats (:class:`tcore.rtl.mma4.Beat`, one per
 memory word) into ``mem``, sets ``count`` (beats) and ``expect`` (D blocks), and pulses
 ``start``: the player sends word 0, 1, ... to the core at the core's own pace (the 8-bit kinds
 take two clocks a beat) and writes D block g over word g.  Word g is always free by then: a
@@ -19,7 +19,7 @@ Parameters
 ----------
 depth : int
     Memory words (beats of one run), a power of two.
-dsp, arch, lanes, sparse : the core's (:class:`rtl.mma4.MMA4`).
+dsp, arch, lanes, sparse : the core's (:class:`tcore.rtl.mma4.MMA4`).
 
 Members
 -------

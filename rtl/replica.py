@@ -3,7 +3,7 @@
 Yosys merges flip-flops with the same inputs (``opt_merge``), which undoes a copy written in
 the RTL: the one register left then drives every load across the chip, and the wire, not the
 logic, sets the clock.  A register made by :func:`replica` carries the attribute
-:data:`REPLICA_ATTR`; the synthesis script (:func:`sim.synth.yosys_script`) marks the
+:data:`REPLICA_ATTR`; the synthesis script (:func:`tcore.sim.synth.yosys_script`) marks the
 flip-flops that drive such a signal ``keep`` before Yosys's first ``opt_merge``, so that each
 copy stays a flip-flop of its own and the placer can put it beside its loads.  Simulation
 sees an ordinary register.

@@ -1,7 +1,7 @@
 """The GEMM accelerator as an SoC block (design ``soc``): AXI4-Lite control registers, an AXI4
 memory master, an interrupt, and the WMMA warp doing the arithmetic.
 
-Golden twin: :func:`golden.mma.mma` (D = A·B + C, or A·B, chained over K in steps of the kind's
+Golden twin: :func:`tcore.golden.mma.mma` (D = A·B + C, or A·B, chained over K in steps of the kind's
 block), in every Hopper kind: FP16, BF16, TF32, FP8 (E4M3, E5M2, mixed; FP32 or FP16 C/D) and
 INT8 (S8, U8 x S8; wrap or satfinite), as ``FORMAT`` selects.  TF32, FP8 and INT8 read B
 column-major (B^T, N x K row-major in memory: the "TN" layout cuBLAS needs for FP8), as their
@@ -578,9 +578,9 @@ def _latch_format(m, cfg, fmt, regs):
 
 
 class GemmSoc(wiring.Component):
-    """The ``soc`` design: :class:`rtl.axil.AxiLiteRegs` (``s_axil_*``), an AXI4 master
+    """The ``soc`` design: :class:`tcore.rtl.axil.AxiLiteRegs` (``s_axil_*``), an AXI4 master
     (``m_axi_*``, :class:`TileDma`), ``irq`` (high while ``STATUS.done`` and ``CTRL.irq_en``),
-    and ``warps`` WMMA warps (:class:`TileWorker`, each a :class:`rtl.wmma.WarpTop` with a 2 KiB
+    and ``warps`` WMMA warps (:class:`TileWorker`, each a :class:`tcore.rtl.wmma.WarpTop` with a 2 KiB
     scratch memory).  Clock ``clk``, synchronous active-high reset ``rst``.
 
     The warps share the AXI4 master: each claims the next D tile in row-major order when it is
@@ -600,7 +600,7 @@ class GemmSoc(wiring.Component):
     warps : int
         Warps, 1 to 8.
     lanes : 64, 32 or 16
-        Each warp's core's multipliers (:class:`rtl.mma4.MMA4`): an mma_sync takes
+        Each warp's core's multipliers (:class:`tcore.rtl.mma4.MMA4`): an mma_sync takes
         ``WmmaSequencer.mma_cycles_of(kind, lanes)``.
     """
 
@@ -771,7 +771,7 @@ class GemmSoc(wiring.Component):
         return code, fmt_bad, eight
 
     def _dispenser(self, m, cfg, base, ld, workers):
-        """The tile dispenser (:class:`rtl.dispenser.TileDispenser`: the next D tile in
+        """The tile dispenser (:class:`tcore.rtl.dispenser.TileDispenser`: the next D tile in
         row-major order to the warp that claims it, one a clock) and the byte addresses of
         the tile's operands, stepped with each tile handed out."""
         m.submodules.dispenser = disp = TileDispenser(ports=len(workers), tile_bits=11)

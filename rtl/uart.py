@@ -1,6 +1,6 @@
 """A UART: 8 data bits, no parity, one stop bit (8N1), ``divisor`` clocks a bit.
 
-Golden twin: the host side's byte framing (:mod:`sim.board.link`) and the board bench's
+Golden twin: the host side's byte framing (:mod:`tcore.sim.board.link`) and the board bench's
 line driver and monitor (``tb/board_bench.py``), which drive and sample the same 8N1 frames.
 
 :class:`UartTx` sends the bytes of a stream (LSB first after a low start bit, then a high stop

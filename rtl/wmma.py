@@ -1,6 +1,6 @@
 """The WMMA sequencer: fill / load / mma / store on the fragment bank and the MMA4 core.
 
-Golden twin: :mod:`golden.wmma`.
+Golden twin: :mod:`tcore.golden.wmma`.
 """
 
 from typing import NamedTuple
@@ -43,7 +43,7 @@ class WmmaCmd(data.Struct):
         Load of A/B: the element size ldm counts (1 byte FP8/INT8, 2 FP16/BF16, 4 TF32); MMA:
         the input kind.
     a_alt, b_alt, sat : 1
-        MMA: A / B are E5M2 (FP8) or U8 (INT8); INT8 saturates (:class:`rtl.formats.Mode`).
+        MMA: A / B are E5M2 (FP8) or U8 (INT8); INT8 saturates (:class:`tcore.rtl.formats.Mode`).
     acc_f16 : 1
         Accumulator elements are FP16 (load/store: 16-bit in memory; MMA: C and D FP16).
     mnk : rtl.fragments.Shape
@@ -146,7 +146,7 @@ class WmmaSequencer(wiring.Component):
     store_matrix_sync (likewise, plus one clock: the register file's reads are registered).  A
     load or store whose walk leaves the memory is answered with an error a clock after issue.  The other shapes'
     mma_sync is the same 64 beats (their 32x8 accumulator is 16 blocks too).  The *MMA unit* runs mma_sync: 64 beats of the 4x4x4 core, one per clock
-    (:class:`rtl.feeder.BeatFeeder`), D written back as each 4x4 block leaves the core:
+    (:class:`tcore.rtl.feeder.BeatFeeder`), D written back as each 4x4 block leaves the core:
     occupancy 64 clocks plus the core's latency.  A command issues as soon as its unit is free
     and it does not touch a fragment the other unit is using, so the next loads overlap an
     mma_sync (double-buffered fragments); accumulator loads and fills wait for a running

@@ -1,6 +1,6 @@
 """Amaranth's own simulator as a backend: no compile, ~100x slower than Verilator.
 
-Runs the same :class:`host.beats.Job` protocol as the cocotb ``job`` test: beats of each K step
+Runs the same :class:`tcore.host.beats.Job` protocol as the cocotb ``job`` test: beats of each K step
 in, D out, D fed back as the next step's C.
 """
 

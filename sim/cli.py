@@ -1,5 +1,5 @@
 """The ``tcore`` command line: the top parser, built from the command modules of
-:mod:`sim.commands` (each owns its options and its run), and the dispatch.
+:mod:`tcore.sim.commands` (each owns its options and its run), and the dispatch.
 
 Subcommands import what they need when they run, so that ``tcore --help`` is instant and
 ``tcore benchmark`` can pin BLAS to one thread before NumPy loads.

@@ -3,11 +3,11 @@ engine :func:`tcore.sim.run.run_batches` calls for the ``mma4``, ``mma4play`` an
 builds).
 
 An ``mma4`` build takes beats straight into the MMA4 core: with no stalls asked for, through
-the beat player (``mma4play``, ``tb.player_bench``: each K step's beats loaded into memory at
+the beat player (``mma4play``, ``tcore.tb.player_bench``: each K step's beats loaded into memory at
 once, the core free-running), else through the core's own ports with a bench that drives
-every clock (``tb.mma4_bench``, random valid/ready stalls); a ``wmma`` build sends every tile
+every clock (``tcore.tb.mma4_bench``, random valid/ready stalls); a ``wmma`` build sends every tile
 through memory -> load_matrix_sync -> mma_sync -> store_matrix_sync -> memory on the warp
-design (``tb.wmma_bench``).  Both chain K in 16-wide fused steps.
+design (``tcore.tb.wmma_bench``).  Both chain K in 16-wide fused steps.
 """
 
 from __future__ import annotations

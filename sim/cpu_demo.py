@@ -253,7 +253,7 @@ def run_cpu_demo(out: Path, *, m: int = 32, n: int = 32, k: int = 32, fmt: str =
     ``lanes``: the products per clock of the block's core (64, 32 or 16: the size of the
     core, not its results; the block's cycles grow as the lanes shrink).
 
-    ``mismatches``: the block's D against :func:`golden.mma.mma`; ``software_mismatches``:
+    ``mismatches``: the block's D against :func:`tcore.golden.mma.mma`; ``software_mismatches``:
     the CPU's D against :func:`software_reference`; ``accel_cpu_clocks`` / ``sw_cpu_clocks``:
     the CPU's ``rdcycle`` around ``tcore_gemm`` and around the software GEMM (the same
     simulation, the same clock); ``speedup``: their ratio."""

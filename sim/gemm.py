@@ -1,6 +1,6 @@
 """Whole GEMMs on the GEMM top (``rtl/gemm.py``): :func:`run_gemm` is the engine
 :func:`tcore.sim.run.run` calls for a ``gemm`` build; :func:`run_fp4_gemm` runs NVFP4/MXFP4 on
-the ``fp4gemm`` design.  Verilator and Icarus run ``tb.gemm_bench`` (memories loaded once, the
+the ``fp4gemm`` design.  Verilator and Icarus run ``tcore.tb.gemm_bench`` (memories loaded once, the
 RTL free running); Amaranth's simulator drives the same top through its host port (small
 GEMMs only).
 """
@@ -153,8 +153,8 @@ def _run_design(backend, build, module, image, job: dict, tiles, *, waves, progr
 
 
 def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, build: Build | None = None):
-    """Run ``tb.fp4_bench.reset_midrun`` on the quantised GEMM: reset ``reset_at`` clocks after
-    start, then the whole job again, checked against :func:`golden.nvfp4.gemm`."""
+    """Run ``tcore.tb.fp4_bench.reset_midrun`` on the quantised GEMM: reset ``reset_at`` clocks after
+    start, then the whole job again, checked against :func:`tcore.golden.nvfp4.gemm`."""
     from tcore.golden import nvfp4
     from tcore.host.images import fp4_image
 
@@ -172,8 +172,8 @@ def fp4_reset_bench(backend: str, qa, qbt, reset_at: int, *, build: Build | None
 def run_fp4_gemm(backend: str, qa, qbt, *, build: Build | None = None, waves=False, progress=True):
     """D (FP32 bits) for quantised A (M x K) and B^T (N x K) on ``backend`` ("golden",
     "icarus", "verilator"): the ``fp4gemm`` design decodes, runs matmulT and scales by the
-    tensor scales (:class:`rtl.nvfp4.Fp4GemmTop`, its warps of ``lanes`` multipliers); the
-    golden model is :func:`golden.nvfp4.gemm`.
+    tensor scales (:class:`tcore.rtl.nvfp4.Fp4GemmTop`, its warps of ``lanes`` multipliers); the
+    golden model is :func:`tcore.golden.nvfp4.gemm`.
     """
     from tcore.golden import nvfp4
     from tcore.golden.gemm import check_gemm

@@ -5,7 +5,7 @@ model and measures its error against the exact product, and returns a :class:`Ge
 Three kinds of job, by ``format``: FP16/BF16 (random operands, or the user's), the Hopper
 low-precision inputs of :func:`lowprec_formats` (random), and NVFP4/MXFP4 (random float32
 quantised by the golden quantiser, decoded by the FP4 front end).  But for NVFP4/MXFP4 a job
-computes one :class:`numerics.Op` (:attr:`GemmJob.op`).  ``tcore gemm`` builds the job from its
+computes one :class:`tcore.numerics.Op` (:attr:`GemmJob.op`).  ``tcore gemm`` builds the job from its
 arguments and prints the result.
 """
 
@@ -25,7 +25,7 @@ __all__ = ["GemmJob", "GemmResult", "GemmError", "run_job", "FILE_KINDS", "lowpr
 #: The input kinds whose operands may also be the user's matrices (float16 / bfloat16 arrays).
 FILE_KINDS = ("fp16", "bf16")
 
-#: The block-scaled 4-bit formats (``golden.nvfp4``).
+#: The block-scaled 4-bit formats (``tcore.golden.nvfp4``).
 FP4_FORMATS = ("nvfp4", "mxfp4")
 
 #: ``--acc`` names (PTX's, and ``s32sat``): the accumulator format and whether it saturates.
@@ -66,7 +66,7 @@ class GemmJob:
     backend: str = "verilator"
     arch: str = "hopper"
     warps: int = 1
-    #: multipliers of each core (64, 32, 16: ``rtl.mma4.LANES``)
+    #: multipliers of each core (64, 32, 16: ``tcore.rtl.mma4.LANES``)
     lanes: int = 64
     seed: int = 1
     #: FP16/BF16 bits of A (M x K) and B (K x N); None: random normal values from ``seed``
@@ -80,13 +80,13 @@ class GemmJob:
     waves: bool | str = False
     #: a progress bar on stderr while a simulator runs
     progress: bool = True
-    #: A made 2:4 sparse by the golden pruner (``golden.sparse.prune_24_bits``) and run as
+    #: A made 2:4 sparse by the golden pruner (``tcore.golden.sparse.prune_24_bits``) and run as
     #: ``mma.sp`` k32 steps (FP16/BF16)
     sparse: bool = False
 
     @property
     def op(self) -> Op | None:
-        """The :class:`numerics.Op` computed; None for NVFP4/MXFP4 (decoded to FP16/BF16 by
+        """The :class:`tcore.numerics.Op` computed; None for NVFP4/MXFP4 (decoded to FP16/BF16 by
         the front end, their scales applied to the FP32 result)."""
         if self.format in FP4_FORMATS:
             return None
@@ -113,7 +113,7 @@ class GemmJob:
     @property
     def peak(self) -> int:
         """Products per clock of the warps: ``lanes`` per core, half that for TF32, twice that
-        (logical) for 2:4 sparse A (``rtl.mma4``)."""
+        (logical) for 2:4 sparse A (``tcore.rtl.mma4``)."""
         per = self.lanes // 2 if self.format == "tf32" else 2 * self.lanes if self.sparse else self.lanes
         return per * self.warps
 
@@ -145,7 +145,7 @@ class GemmResult:
 
 def run_job(job: GemmJob, mma: Callable | None = None) -> GemmResult:
     """Run ``job`` through :func:`tcore.sim.run.run`; ``mma`` is the golden model's function
-    (default ``golden.mma``; a dask cluster's with ``functools.partial(
+    (default ``tcore.golden.mma``; a dask cluster's with ``functools.partial(
     golden.cluster.cluster_mma, client)``).  GemmError where the simulator fails or the
     run is refused."""
     if job.format in FP4_FORMATS:
@@ -173,7 +173,7 @@ def _max_error(d, out_fmt, exact) -> float:
 
 
 def _run_op(job: GemmJob, mma) -> GemmResult:
-    """A job of one :class:`numerics.Op`: its operands (random from ``seed``, or the user's;
+    """A job of one :class:`tcore.numerics.Op`: its operands (random from ``seed``, or the user's;
     a 2:4 sparse A pruned by the golden pruner and compressed), D on the backend, checked
     against the golden model; the error against the float64 (INT8: the exact integer) product
     of the same inputs."""
@@ -212,7 +212,7 @@ def _run_op(job: GemmJob, mma) -> GemmResult:
 
 def _run_fp4(job: GemmJob) -> GemmResult:
     """NVFP4/MXFP4: random float32 A and B quantised by the golden quantiser, the block-scaled
-    GEMM (the ``fp4gemm`` design, or ``golden.nvfp4.gemm``); the error is what 4 bits cost
+    GEMM (the ``fp4gemm`` design, or ``tcore.golden.nvfp4.gemm``); the error is what 4 bits cost
     against the float64 product of the unquantised inputs."""
     import numpy as np
     from tcore.golden import nvfp4

@@ -4,7 +4,7 @@ A buffer holding 0, 1, 2, ... (16x16, or the other shapes' 32x16, 16x8, 32x8, ..
 into the RTL ``FragmentBank`` on Amaranth's simulator (one memory word per clock through its
 load port, as ``load_matrix_sync`` does: the port's own translation of the other shapes'
 words included), and each lane's slots are read back out of the block-RAM columns where the
-register file says it keeps them (:meth:`rtl.fragments.FragmentBank.locate`): the same
+register file says it keeps them (:meth:`tcore.rtl.fragments.FragmentBank.locate`): the same
 experiment that produced ``h200_wmma_layout*.txt`` on an H200.
 """
 

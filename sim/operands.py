@@ -1,7 +1,7 @@
 """GEMM operands: random ones of each input format, and a user's matrices read from .npy files.
 
 ``tcore gemm`` and the benches take their operands from here; random ones are
-:meth:`numerics.Op.random_operands`.  Loaders raise :class:`OperandError`, whose message names
+:meth:`tcore.numerics.Op.random_operands`.  Loaders raise :class:`OperandError`, whose message names
 the operand as its command-line flag (``--a``).
 """
 

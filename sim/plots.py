@@ -183,10 +183,10 @@ def plot_fp8_accumulation(errors: dict, path: str, ks=FP8_KS):
 
 def sparse_errors(ks=SPARSE_KS, m: int = 64, n: int = 64, seed: int = 1):
     """Relative error (Frobenius, vs the float64 product of the same pruned inputs) of FP16-input
-    GEMMs with FP32 output: the 2:4 sparse GEMM (:func:`golden.sparse.cslt_mm`: one fused step
-    per 32 logical K, 16 stored products) and the dense K/16 chain (:func:`golden.matmul`) on the
+    GEMMs with FP32 output: the 2:4 sparse GEMM (:func:`tcore.golden.sparse.cslt_mm`: one fused step
+    per 32 logical K, 16 stored products) and the dense K/16 chain (:func:`tcore.golden.matmul`) on the
     same pruned A, for each K, on uniform [0, 1) and standard normal draws (A pruned by
-    :func:`golden.sparse.prune_24`).  Both see the same pruned A, so the difference is only the
+    :func:`tcore.golden.sparse.prune_24`).  Both see the same pruned A, so the difference is only the
     accumulation: the sparse step fuses two dense steps' worth of K under one alignment.
 
     Returns ``{distribution: {"sparse": [...], "dense": [...]}}`` in the order of ``ks``.

@@ -109,7 +109,7 @@ def _canonical(design: str, params: dict) -> dict:
 
 def build_tag(design: str, params: dict) -> str:
     """A build's name (:attr:`tcore.rtl.designs.Build.tag`: the design, then each field that
-    differs from its default); a top outside ``rtl.designs`` (the board) appends its own."""
+    differs from its default); a top outside ``tcore.rtl.designs`` (the board) appends its own."""
     from tcore.rtl.designs import DESIGNS, Build
     if design in DESIGNS:
         return Build(design, **params).tag
@@ -161,7 +161,7 @@ def verilog_for(design: str, params: dict, say=None) -> Path:
 
 def design_verilog(design: str, params: dict) -> str:
     """The design's Verilog as ``tcore verilog`` writes it: the port header
-    (:func:`rtl.designs.port_header`, naming ``params``) and the cached text of
+    (:func:`tcore.rtl.designs.port_header`, naming ``params``) and the cached text of
     :func:`verilog_for`."""
     from amaranth.hdl import UnusedElaboratable
     from tcore.rtl.designs import make, port_header
@@ -510,7 +510,7 @@ def build(sim: str, design: str, params: dict | None = None, waves: bool = False
     compile, each with its time; ``build/builds.log`` keeps those lines of every build (time,
     process).  A first GEMM-top build on Verilator takes minutes.
 
-    ``source``: a design outside :mod:`rtl.designs` (the board top), as a callable returning
+    ``source``: a design outside :mod:`tcore.rtl.designs` (the board top), as a callable returning
     ``(verilog_path, extra_sources)``: the path's ``.hash`` file names its inputs, and the
     extra Verilog files (PicoRV32's) are built beside it.  ``params`` then only name the
     build folder.
@@ -614,10 +614,10 @@ def wave_note(path: Path) -> str:
 def run_bench(sim: str, design: str, module: str, testcase=None, *, params=None, options=None,
               files=None, env=None, waves: bool = False, seed: int | None = None,
               quiet: bool = False, plusargs=(), source=None):
-    """Run cocotb tests of ``module`` (e.g. ``tb.mma4_bench``) on a built design.
+    """Run cocotb tests of ``module`` (e.g. ``tcore.tb.mma4_bench``) on a built design.
 
     ``testcase`` is a test name, a list of names, or None (every test of the module).  The
-    bench gets one :class:`host.handover.Handover`: the design, ``params`` (its build
+    bench gets one :class:`tcore.host.handover.Handover`: the design, ``params`` (its build
     parameters), ``files`` (``job``, ``result``, ``progress``, ``memh_load``, ``memh_out``;
     the memory hooks' files default to fresh ones per run) and ``options`` (the bench's own).
     ``env`` adds plain environment variables (cocotb's own, say).  Returns the path of the

@@ -1,5 +1,5 @@
 """Whole GEMMs through the ``soc`` design (``rtl/soc.py``): A, B and C in an AXI4 memory,
-the registers programmed over AXI4-Lite, D read back after the interrupt (``tb.soc_bench``'s
+the registers programmed over AXI4-Lite, D read back after the interrupt (``tcore.tb.soc_bench``'s
 ``job`` test, cocotbext-axi on both buses)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The FPGA flow: Verilog from ``rtl.designs``, Yosys ``synth_ecp5``, nextpnr-ecp5 place and
+"""The FPGA flow: Verilog from ``tcore.rtl.designs``, Yosys ``synth_ecp5``, nextpnr-ecp5 place and
 route, and the figures (LUT4s, flip-flops, DSP multipliers, block RAMs, Fmax, where it is
 crowded).
 

@@ -1,5 +1,5 @@
-"""Formal harness of the SoC block's AXI4 master (:class:`rtl.soc.TileDma`): the handshake
-rules, proved by :func:`sim.formal.prove` against any slave that obeys the protocol and any
+"""Formal harness of the SoC block's AXI4 master (:class:`tcore.rtl.soc.TileDma`): the handshake
+rules, proved by :func:`tcore.sim.formal.prove` against any slave that obeys the protocol and any
 sequence of read and write tile requests (the two engines run at once).
 
 Free inputs: the tile requests of both engines (taken when ready, with any 16-byte aligned
@@ -13,8 +13,8 @@ master:
 * AW, W and AR held: VALID and payload stay until READY;
 * bursts: no write beat without its address, WLAST exactly on beat AWLEN of each burst (in
   order, several bursts in flight), no burst crossing a 4 KiB boundary;
-* at most :attr:`rtl.soc.TileDma.MAX_READS` read bursts and
-  :attr:`rtl.soc.TileDma.MAX_WRITES` write bursts in flight;
+* at most :attr:`tcore.rtl.soc.TileDma.MAX_READS` read bursts and
+  :attr:`tcore.rtl.soc.TileDma.MAX_WRITES` write bursts in flight;
 * ``rd_done`` only for a transfer taken and not yet done, the oldest, with its tag, when
   none of its bursts is in flight (the next transfer's may be); ``wr_done`` only when every
   write burst asked for has had its data and response.
@@ -68,7 +68,7 @@ class AxiMasterHarness(wiring.Component):
     """``side``: ``"read"`` or ``"write"`` gives requests to that engine only (the two share
     no state but ``clear``); ``"both"`` to both.  ``one_at_a_time``: a request only while its
     engine is idle (else the next read is taken while the last one's data arrives, as the SoC
-    does).  ``max_reads`` and ``max_writes`` replace :class:`rtl.soc.TileDma`'s bursts in
+    does).  ``max_reads`` and ``max_writes`` replace :class:`tcore.rtl.soc.TileDma`'s bursts in
     flight.
 
     The defaults are the proof ``make formal`` runs to depth 20: both engines at once, one

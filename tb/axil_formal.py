@@ -1,5 +1,5 @@
 """Formal harness of the AXI4-Lite slave (``rtl/axil.py``): the handshake rules, proved by
-:func:`sim.formal.prove` for any master that obeys the protocol.
+:func:`tcore.sim.formal.prove` for any master that obeys the protocol.
 
 Every master-driven signal of the bus is a free input of the harness (anything, each clock),
 constrained only by the rules a master must keep (ARM IHI 0022, A3.2.1: once VALID is high it

@@ -3,7 +3,7 @@ the loopback address, so that the host's own code (``tcore board run --sim``, th
 pyserial's ``socket://`` port) drives the real firmware, protocol and UART logic.
 
 The bench drives ``uart_rx`` and samples ``uart_tx`` bit by bit, as a USB serial bridge
-would: 8N1 at the build's ``divisor`` clocks a bit (its golden twin is :mod:`rtl.uart`'s
+would: 8N1 at the build's ``divisor`` clocks a bit (its golden twin is :mod:`tcore.rtl.uart`'s
 framing).  Bytes from the socket are sent on ``uart_rx`` back to back; every byte seen on
 ``uart_tx`` goes to the socket.  The bench listens on a free port and writes it to the
 hand-over's ``progress`` file.  Hosts connect one after another (a test's several sessions

@@ -1,10 +1,10 @@
 """cocotb benches for the NVFP4/MXFP4 front end (``rtl/nvfp4.py``), scoreboarded against
-``golden.nvfp4``.
+``tcore.golden.nvfp4``.
 
 * ``decode_exhaustive`` (design ``fp4dec``): every E2M1 code x every scale code (UE4M3 and E8M0),
   16 lanes a clock, each lane a different pair; checks the value one clock later, bit for bit.
 * ``job`` (design ``fp4gemm``): a quantised GEMM whose packed operands are the memory's initial
-  contents (``+TCORE_MEMH_IN``, laid out by :func:`host.images.fp4_image`): decode, matmulT, epilogue; D to
+  contents (``+TCORE_MEMH_IN``, laid out by :func:`tcore.host.images.fp4_image`): decode, matmulT, epilogue; D to
   the hand-over's ``result`` file.
 * ``reset_midrun`` (design ``fp4gemm``): the same job, reset at the hand-over's ``reset_at`` option, in clocks
   after start (in decode, GEMM or epilogue): busy and done stay low and the memory is not

@@ -1,14 +1,14 @@
 """cocotb bench for the warp register file (``rtl/fragments.py``), scoreboarded against the
-golden WMMA API (``golden.wmma``).
+golden WMMA API (``tcore.golden.wmma``).
 
 A random byte memory stands for global memory.  Each case loads a fragment through a load
 port, one 128-bit word per clock, exactly the words ``load_matrix_sync(addr, ldm, layout)``
 reads, and then checks the register file against the golden fragment that
-``golden.wmma.load_matrix_sync`` makes of the same memory:
+``tcore.golden.wmma.load_matrix_sync`` makes of the same memory:
 
 * every core beat (``mma_rd``: all 16 blocks of A, B or C) equals the golden fragment's block;
 * accumulators are stored back through the store port (one word per clock) under another
-  layout, ldm and address, and the memory equals ``golden.wmma.store_matrix_sync``'s, byte
+  layout, ldm and address, and the memory equals ``tcore.golden.wmma.store_matrix_sync``'s, byte
   for byte;
 
 * ``loads_and_stores``: A, B row/col-major, FP32 and FP16 accumulators row/col-major, several

@@ -1,4 +1,4 @@
-"""cocotb bench for the GEMM top (``rtl/gemm.py``), scoreboarded against ``golden.gemm.matmul_t``.
+"""cocotb bench for the GEMM top (``rtl/gemm.py``), scoreboarded against ``tcore.golden.gemm.matmul_t``.
 
 The memories are loaded once through the simulator's access to the memory array (no clock
 cycles), the RTL runs on its own until ``done`` (the bench only wakes every few thousand
@@ -12,7 +12,7 @@ clocks to report progress), and D is read once: per-clock Python would cost ~30x
   and the next GEMM is bit-exact.
 
 Every wait for ``done`` is bounded by a clock budget derived from the job
-(:func:`host.images.clock_budget`; the hand-over's ``clock_budget`` option overrides it): a lost ``done`` is a failure
+(:func:`tcore.host.images.clock_budget`; the hand-over's ``clock_budget`` option overrides it): a lost ``done`` is a failure
 that names what was awaited, not a hang.
 """
 

@@ -1,6 +1,6 @@
 """The GEMM top's cocotb driver (no tests of its own): reset, preload A and B through the
 memory hook, launch with a ``GemmConfig`` packed from the RTL's layout, wait for ``done``
-within a clock budget, read D once.  Used by ``tb.gemm_bench`` and ``tb.fp4_bench``."""
+within a clock budget, read D once.  Used by ``tcore.tb.gemm_bench`` and ``tcore.tb.fp4_bench``."""
 
 from __future__ import annotations
 
@@ -25,11 +25,11 @@ class GemmRunner:
         await start(d, zero=("start", "host_we"), gpi=True)
 
     async def peek(self, base, nwords) -> np.ndarray:
-        """Read words base.. at once through the memory dump hook (``tb.memh``)."""
+        """Read words base.. at once through the memory dump hook (``tcore.tb.memh``)."""
         return await memh.dump(self.dut, base, nwords)
 
     async def preload(self, a, b, acc_f16):
-        """Put A and B into the memory at once through the load hook (``tb.memh``); the
+        """Put A and B into the memory at once through the load hook (``tcore.tb.memh``); the
         design must be idle."""
         a_base, b_base = 0, a.nbytes // 16
         await memh.load(self.dut, a_base, np.concatenate([
@@ -54,7 +54,7 @@ class GemmRunner:
 
     async def launch(self, a, b, *, bf16=False, acc_f16=False, fields=None, kstep=16):
         """Set cfg for A (M x K) and B (K x N, or N x K with ``b_cols``) at the standard layout
-        and pulse start.  ``fields`` (:func:`host.images.gemm_fields`) sets the format."""
+        and pulse start.  ``fields`` (:func:`tcore.host.images.gemm_fields`) sets the format."""
         d = self.dut
         fields = fields or {"kind": int(bf16), "acc_f16": acc_f16}
         m, n, k = self.shape(a, b, fields)

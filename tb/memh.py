@@ -1,4 +1,4 @@
-"""The bench side of the memory hooks that ``sim.runner.add_memory_hooks`` adds to a design's
+"""The bench side of the memory hooks that ``tcore.sim.runner.add_memory_hooks`` adds to a design's
 working memory (``mem`` of the top, or the path its class names in ``BENCH_MEMORY``): whole
 memory images in and out through $readmemh / $writememh files instead of one simulator call
 (or one clock) per word.  The hooks' controls (``tcore_load``, ``tcore_dump``, the word
@@ -8,7 +8,7 @@ range) are the top module's registers wherever the memory is.
 * :func:`load`: words ``base ..`` from the hand-over's ``memh_load`` file at run time;
 * :func:`dump`: words ``base ..`` to its ``memh_out`` file, read back as bytes.
 
-The file formats (:func:`host.images.write_memh`, :func:`host.images.read_memh`) are plain data.
+The file formats (:func:`tcore.host.images.write_memh`, :func:`tcore.host.images.read_memh`) are plain data.
 
 Both pulse their trigger between clock edges and take 3 ns; the design must not be writing
 the memory meanwhile.

@@ -1,8 +1,8 @@
-"""cocotb bench for the MMA4 core (``rtl/mma4.py``), scoreboarded against ``golden.mma.mma4``.
+"""cocotb bench for the MMA4 core (``rtl/mma4.py``), scoreboarded against ``tcore.golden.mma.mma4``.
 
-Driver and monitor (:mod:`tb.common`), model and checker are separate small pieces.  Tests:
+Driver and monitor (:mod:`tcore.tb.common`), model and checker are separate small pieces.  Tests:
 
-* ``job``: runs the batch in the hand-over's ``job`` file (:class:`host.beats.Job`) and writes
+* ``job``: runs the batch in the hand-over's ``job`` file (:class:`tcore.host.beats.Job`) and writes
   D to its ``result`` file; used by ``tcore verify`` and the silicon tests, which compare it.
 * ``random_stalls``: random tiles in every kernel (FP16, BF16, TF32, FP8, INT8) and both
   group modes with random valid/ready stalls on both sides.
@@ -14,7 +14,7 @@ Driver and monitor (:mod:`tb.common`), model and checker are separate small piec
 * ``reset_midstream``: a reset in the middle of a stream leaves no stale or X output.
 * ``groups_and_format_changes``: groups of 1 to 4 beats in random kernels, back to back.
 
-The hand-over (:mod:`host.handover`) gives the design's documented latency (option
+The hand-over (:mod:`tcore.host.handover`) gives the design's documented latency (option
 ``latency``) and multipliers (``lanes``), the job test's stall probability (``stall``) and the
 random tests' ``seed``.
 """
@@ -282,7 +282,7 @@ def _group_beats(a, b, c, mode: Mode, later: Mode | None = None):
 async def groups_and_format_changes(dut):
     """Groups of 1, 2, 3 and 4 beats in random order, each of a random kernel, streamed back
     to back with random stalls on both sides, so that kind changes meet beats of other kinds
-    in flight.  Each group is one block of its n beats' products and C: ``golden.mma``."""
+    in flight.  Each group is one block of its n beats' products and C: ``tcore.golden.mma``."""
     seed = _option("seed", 4)
     rng = np.random.default_rng(seed)
     h = Harness(dut, in_stall=0.25, out_stall=0.25, seed=seed)

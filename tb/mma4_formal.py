@@ -1,5 +1,5 @@
 """Formal check of the MMA4 core's stream ports (SymbiYosys bounded model check, run by
-:mod:`sim.formal` as proof ``mma4``: ``make formal`` and ``tests/test_formal_mma4.py``).
+:mod:`tcore.sim.formal` as proof ``mma4``: ``make formal`` and ``tests/test_formal_mma4.py``).
 
 The control under proof is MMA4's own code: the exponent lane's group tracking and ``i.ready``,
 the group and significand FIFOs, the launcher with its output credits, the significand lane's

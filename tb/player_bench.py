@@ -1,8 +1,8 @@
 """cocotb bench for the beat player (``rtl/player.py``): the MMA4 core fed from memory.
 
-* ``job``: the batch in the hand-over's ``job`` file (:class:`host.beats.Job`), D to its
-  ``result`` file, as ``tb.mma4_bench``'s ``job`` but with no Python in the clocks of a run:
-  each K step's beats go into the memory in one file (:mod:`tb.memh`, in runs of whole groups
+* ``job``: the batch in the hand-over's ``job`` file (:class:`tcore.host.beats.Job`), D to its
+  ``result`` file, as ``tcore.tb.mma4_bench``'s ``job`` but with no Python in the clocks of a run:
+  each K step's beats go into the memory in one file (:mod:`tcore.tb.memh`, in runs of whole groups
   that fit), one ``start`` pulse, one wait for ``done``, one dump of the D blocks.  Used by
   ``tcore verify`` and the silicon tests when no stalls are asked for.
 

@@ -1,7 +1,7 @@
 """cocotb bench of the ``soc`` design (``rtl/soc.py``) with cocotbext-axi: ``AxiLiteMaster``
 programs the registers, an AXI4 slave memory holds A, B, C and D, and every one of the seven
 channels pauses at random.  D is checked bit for bit against the golden model
-(``golden.mma``, D = A·B + C or A·B), and the memory around D against what was there before.
+(``tcore.golden.mma``, D = A·B + C or A·B), and the memory around D against what was there before.
 
 Tests: ``gemms`` (several sizes, leading dimensions, every input kind - FP16, BF16, TF32, FP8
 E4M3/E5M2/mixed, INT8 S8/U8 with wrap or satfinite - FP32/FP16/S32 accumulators, C given or

@@ -1,5 +1,5 @@
 """cocotb bench for the warp WMMA unit (``rtl/wmma.py``: memory, fragment bank, sequencer,
-MMA4 core), scoreboarded against ``golden.wmma``.
+MMA4 core), scoreboarded against ``tcore.golden.wmma``.
 
 * ``job``: every tile of the hand-over's ``job`` file goes memory -> load_matrix_sync -> mma_sync (K chained
   in the accumulator fragment) -> store_matrix_sync -> memory; D to its ``result`` file.
@@ -14,12 +14,12 @@ MMA4 core), scoreboarded against ``golden.wmma``.
 * ``reset_midrun``: a reset during a tile program drops it (no response, no memory write);
   the next program is bit-exact.
 * ``other_shapes``: m32n8k16 and m8n32k16 tile programs (K chained, FP16/BF16, FP32/FP16
-  accumulators, every layout of A, B, C and D), D against ``golden.mma`` and the whole memory
+  accumulators, every layout of A, B, C and D), D against ``tcore.golden.mma`` and the whole memory
   against the golden WMMA API's; then mma_syncs on fragments of another shape, or of the
   other kind, are refused.
 
 Every test checks every response: one per command, with the command's tag and op, and the
-error flag only where a command is meant to be refused.  The hand-over (:mod:`host.handover`)
+error flag only where a command is meant to be refused.  The hand-over (:mod:`tcore.host.handover`)
 gives the memory size (the design's ``mem_words``), ``resp_stall`` (job test: ``resp.ready``
 low at random), ``mma_cycles`` (the documented mma_sync time) and ``seed``.
 """
@@ -82,13 +82,13 @@ class Warp:
 
     async def load_mem(self, addr: int, data: np.ndarray):
         """Put bytes at a 16-byte-aligned address in zero clocks, through the memory load hook
-        (``tb.memh``): a K=2048 tile is 8 k words, which per-clock host writes take minutes to
+        (``tcore.tb.memh``): a K=2048 tile is 8 k words, which per-clock host writes take minutes to
         send on Icarus.  The design must be idle."""
         await memh.load(self.dut, addr // 16, data)
         await self._next_clock()
 
     async def dump_mem(self, addr: int, nbytes: int) -> np.ndarray:
-        """Read bytes at once through the memory dump hook (``tb.memh``)."""
+        """Read bytes at once through the memory dump hook (``tcore.tb.memh``)."""
         out = await memh.dump(self.dut, addr // 16, nbytes // 16)
         await self._next_clock()
         return out
@@ -163,7 +163,7 @@ def cmd_fields(word: int) -> dict:
 
 
 def _mode_fields(mode, bf16):
-    """The WmmaCmd format fields of a :class:`host.beats.Mode` (or of FP16/BF16)."""
+    """The WmmaCmd format fields of a :class:`tcore.host.beats.Mode` (or of FP16/BF16)."""
     if mode is None:
         return {"fmt": int(bf16)}, 2
     alt = lambda f: int(INPUT_FORMATS[f].alt)
@@ -177,7 +177,7 @@ def tile_program(k, a_addr, lda, b_addr, ldb, c_addr, d_addr, ldc, *, bf16, acc_
     """The matmulT inner loop for one 16x16 output tile: load C; for each K step (32 bytes of
     a row of A and of a column of B: 16 FP16/BF16, 8 TF32, 32 FP8/INT8 elements) load A and B
     into alternating fragments and mma_sync into the accumulator; store D.  ``mode`` (a
-    :class:`host.beats.Mode`) gives the kind; None is FP16, or BF16 with ``bf16``."""
+    :class:`tcore.host.beats.Mode`) gives the kind; None is FP16, or BF16 with ``bf16``."""
     fmt, esz = _mode_fields(mode, bf16)
     kstep = 32 // esz
     cmds = [dict(op=Op.LOAD, kind=2, frag=0, addr=c_addr, ldm=ldc, col_major=c_col, acc_f16=acc_f16)]
@@ -230,7 +230,7 @@ def tile_image(a, b, c, *, acc_f16, **layout):
 
 
 def golden_tile(mem, addrs, k, *, bf16, acc_f16, **layout):
-    """The same tile program on the golden WMMA API (``golden.wmma``), on a copy of ``mem``:
+    """The same tile program on the golden WMMA API (``tcore.golden.wmma``), on a copy of ``mem``:
     load_matrix_sync C, then per 16-wide step load A and B and mma_sync, store_matrix_sync D."""
     mem = mem.copy()
     in_fmt, acc = ("bf16" if bf16 else "fp16"), ("fp16" if acc_f16 else "fp32")
@@ -252,7 +252,7 @@ def golden_tile(mem, addrs, k, *, bf16, acc_f16, **layout):
 async def run_tile(w: Warp, a, b, c, *, bf16, acc_f16, image=False, mode=None, **layout):
     """One output tile (a 16xK, b Kx16, c 16x16 bits) through memory and the warp; returns D
     (and, with ``image``, the memory image before and the memory read back after).  ``mode``
-    (:class:`host.beats.Mode`) for the TF32, FP8 and INT8 kinds, whose B goes column-major."""
+    (:class:`tcore.host.beats.Mode`) for the TF32, FP8 and INT8 kinds, whose B goes column-major."""
     k = a.shape[1]
     if mode is not None and mode.kd != 4:
         layout = {"b_col": True, **layout}

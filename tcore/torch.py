@@ -10,10 +10,10 @@ operations are plain functions here (:func:`mm`, :func:`matmul`, ...), and :func
 is cuSPARSELt's 2:4 sparse GEMM (``torch.mm(to_sparse_semi_structured(A), B)``), which PyTorch
 cannot build on the CPU.
 
-Every product goes through the golden model: :func:`golden.matmul` (the K chain of the tensor
+Every product goes through the golden model: :func:`tcore.golden.matmul` (the K chain of the tensor
 core's block fused dot-add, ``promote=128`` for ``_scaled_mm``'s default accumulation, and its
 library keywords: ``split_k``, ``alpha``/``beta``/``c``, ``bias``, ``scale_a``/``scale_b``,
-``out_dtype``, whose rules are :mod:`golden.cublas`) and :func:`golden.sparse.cslt_mm`.  What
+``out_dtype``, whose rules are :mod:`tcore.golden.cublas`) and :func:`tcore.golden.sparse.cslt_mm`.  What
 this module adds is the library around it:
 
 * which kernel cuBLAS ran: the split count of its split-K kernels, per GEMM (``split_k`` of
@@ -23,7 +23,7 @@ this module adds is the library around it:
   product rounded to the output type, then C added), a 1-D bias (``linear``, the cuBLASLt bias
   epilogue), ``_scaled_mm``'s tensor-wise or row-wise scales and bias.  Combinations the
   captures do not pin down (split-K with beta = 1, cuBLASLt's bias epilogue with alpha != 1,
-  TF32 split-K, block-wise scales: :class:`golden.cublas.NotModelled` from the golden model)
+  TF32 split-K, block-wise scales: :class:`tcore.golden.cublas.NotModelled` from the golden model)
   raise :class:`Unsupported`.
 
 Under the mode, tensors on another device (a real GPU, ``meta``) go to PyTorch untouched.  A
@@ -247,8 +247,8 @@ def _check_inputs(opts: _Opts, a: torch.Tensor, b: torch.Tensor, what: str):
 
 
 def _library(opts: _Opts, what: str, a: np.ndarray, b: np.ndarray, c=None, **kw) -> np.ndarray:
-    """:func:`golden.matmul`'s library GEMM: what the captures do not pin down
-    (:class:`golden.cublas.NotModelled`) is :class:`Unsupported`; another ValueError (a bad
+    """:func:`tcore.golden.matmul`'s library GEMM: what the captures do not pin down
+    (:class:`tcore.golden.cublas.NotModelled`) is :class:`Unsupported`; another ValueError (a bad
     argument) stays one, naming the operation."""
     try:
         return golden.matmul(a, b, c, arch=opts.arch, workers=opts.workers, **kw)
@@ -754,7 +754,7 @@ class emulate(TorchFunctionMode):
         an int for every GEMM; a dict ``{(M, K, N): S}`` (shapes not in it: "auto"); a
         callable ``(M, K, N, dtype) -> S``; the records of :func:`kernels_from_profile` (what
         a GPU run picked); ``"auto"``: the counts cuBLAS picked on the captured shapes with
-        PyTorch's default workspace (:func:`golden.cublas.split_k_auto`: S = max(1,
+        PyTorch's default workspace (:func:`tcore.golden.cublas.split_k_auto`: S = max(1,
         floor(3K / 4096)) for outputs up to 64 x 64).  Above 64 x 64 outputs the split count
         is NOT measured (no capture there has K > 2048): "auto" gives 1 there, a chosen
         default; profile the GPU run and pass ``split_k`` to be sure.  "auto" also gives 1 to
@@ -818,7 +818,7 @@ def matmul(input, other, *, arch="h200", allow_tf32=None, workers=None, split_k=
 def addmm(input, mat1, mat2, out_dtype=None, *, beta=1, alpha=1, arch="h200", allow_tf32=None,
           workers=None, split_k="auto"):
     """``torch.addmm(input, mat1, mat2, beta=beta, alpha=alpha)``: the FP32 accumulator of
-    mat1 @ mat2, then cuBLAS's epilogue as measured (:mod:`golden.cublas`: beta != 1 one FMA,
+    mat1 @ mat2, then cuBLAS's epilogue as measured (:mod:`tcore.golden.cublas`: beta != 1 one FMA,
     beta = 1 the product rounded to the output type first, a 1-D input with alpha = beta = 1
     the bias epilogue)."""
     return _addmm(_options(arch, allow_tf32, workers, plain=True, split_k=split_k), input, mat1,
@@ -869,7 +869,7 @@ SEGMENT_K_FROM = 2048
 
 def sparse_mm(input, mat2, *, out_dtype=None, segment_k="auto", prune=False):
     """cuSPARSELt's 2:4 sparse GEMM: ``torch.mm(to_sparse_semi_structured(input), mat2)`` and
-    ``torch._cslt_sparse_mm`` on an H200 (:func:`golden.sparse.cslt_mm`).
+    ``torch._cslt_sparse_mm`` on an H200 (:func:`tcore.golden.sparse.cslt_mm`).
 
     Parameters
     ----------
@@ -884,7 +884,7 @@ def sparse_mm(input, mat2, *, out_dtype=None, segment_k="auto", prune=False):
     segment_k : "auto", bool or int
         cuSPARSELt's ``segment_k_on`` kernels cut K into slices added in FP32 (the kernel name
         says which ran).  "auto": on from K >= 2048 (how the captured shapes ran); True: on with
-        the fitted slice (:data:`golden.sparse.SEGMENT_K`); False: off; an int: that slice.
+        the fitted slice (:data:`tcore.golden.sparse.SEGMENT_K`); False: off; an int: that slice.
     """
     device = _enter(_Opts(plain=True), input, mat2)
     fa, fb = _SPARSE_FMT.get(input.dtype), _SPARSE_FMT.get(mat2.dtype)
@@ -926,7 +926,7 @@ def sparse_mm(input, mat2, *, out_dtype=None, segment_k="auto", prune=False):
 
 def prune_24(input):
     """A 2:4 sparse copy of ``input`` (..., K) along its last axis: the two largest magnitudes
-    of each group of 4 kept (:func:`golden.sparse.prune_24`: ties to the lower index, NaN
+    of each group of 4 kept (:func:`tcore.golden.sparse.prune_24`: ties to the lower index, NaN
     kept), the others +0."""
     fmt = _SPARSE_FMT.get(input.dtype)
     if fmt is None:

@@ -291,7 +291,7 @@ def test_keep_hierarchy_patterns_name_the_cores_rounders_and_pickers():
 @pytest.mark.slow
 @needs_tools
 def test_replica_registers_stay_apart_through_synthesis(tmp_path):
-    """Registers made by ``rtl.replica`` stay flip-flops of their own through the synthesis
+    """Registers made by ``tcore.rtl.replica`` stay flip-flops of their own through the synthesis
     script, while plain twin registers are merged into one, as Yosys does (the RTL's copies
     are there to split one register's fan-out)."""
     from amaranth import Cat, Elaboratable, Module, Signal

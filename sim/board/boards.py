@@ -126,8 +126,8 @@ class BoardBuild:
     """One build of the board top: ``board``, the core's ``lanes``, the clock (MHz; the
     board's default when None), ``baud``, and ``sim`` (the simulation's build: the same RTL
     with a :data:`SIM_DIVISOR`-clock bit and a :data:`SIM_TIMEOUT_CYCLES` frame timeout).
-    ``selftest``: the reset self-test's cases (:class:`sim.board.firmware.SelfTestCase`;
-    None: one per kind, :data:`sim.board.firmware.SELFTEST_CASES`), fewer for a slow
+    ``selftest``: the reset self-test's cases (:class:`tcore.sim.board.firmware.SelfTestCase`;
+    None: one per kind, :data:`tcore.sim.board.firmware.SELFTEST_CASES`), fewer for a slow
     simulator."""
     board: Board
     lanes: int = 16
@@ -205,7 +205,7 @@ class BoardBuild:
         return self.soc.beat_clocks(op)
 
     def top_params(self) -> dict:
-        """:class:`rtl.board.BoardTop`'s arguments, less the firmware."""
+        """:class:`tcore.rtl.board.BoardTop`'s arguments, less the firmware."""
         return {"lanes": self.lanes, "clk_hz": self.clk_hz, "divisor": self.divisor,
                 "mem_bytes": self.mem_bytes, "fw_bytes": self.fw_bytes,
                 "timeout_cycles": self.timeout_cycles}

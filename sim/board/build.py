@@ -3,8 +3,8 @@
 the oscillator's constraint from the board's Amaranth platform (``amaranth-boards``).
 
 Amaranth's platform makes the build plan (the RTLIL of the chip top, the LPF constraints,
-PicoRV32's Verilog); Yosys reads them with :func:`sim.synth.yosys_script`'s steps (the
-register copies of :mod:`rtl.replica` kept apart), nextpnr places and routes ``seeds`` seeds
+PicoRV32's Verilog); Yosys reads them with :func:`tcore.sim.synth.yosys_script`'s steps (the
+register copies of :mod:`tcore.rtl.replica` kept apart), nextpnr places and routes ``seeds`` seeds
 (the PLL's output clock derived from the oscillator's constraint), the best routed seed is
 packed into ``tcore.bit`` and ``tcore.svf``.
 """

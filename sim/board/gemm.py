@@ -24,7 +24,7 @@ __all__ = ["BoardGemm", "run_on_board", "layout", "op_fields", "run_fields", "go
 @dataclass
 class BoardGemm:
     """What to run: bit patterns of A (M x K), B (K x N) and C (M x N, or None) and the
-    operation (:class:`numerics.Op`)."""
+    operation (:class:`tcore.numerics.Op`)."""
     a: np.ndarray
     b: np.ndarray
     c: np.ndarray | None

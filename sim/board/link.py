@@ -1,4 +1,4 @@
-"""The host side of the board's serial protocol (:mod:`sim.board.protocol`) over a pyserial
+"""The host side of the board's serial protocol (:mod:`tcore.sim.board.protocol`) over a pyserial
 port: a USB serial device (``/dev/ttyUSB0``) or any pyserial URL (``socket://127.0.0.1:PORT``,
 the simulated board's).
 

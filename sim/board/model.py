@@ -1,6 +1,6 @@
-"""The board top of a :class:`sim.board.boards.BoardBuild`: its firmware built and the
-:class:`rtl.board.BoardTop` made, for the simulated board (:mod:`sim.board.simulate`) and
-the FPGA flow (:mod:`sim.board.build`)."""
+"""The board top of a :class:`tcore.sim.board.boards.BoardBuild`: its firmware built and the
+:class:`tcore.rtl.board.BoardTop` made, for the simulated board (:mod:`tcore.sim.board.simulate`) and
+the FPGA flow (:mod:`tcore.sim.board.build`)."""
 
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ def picorv32_verilog() -> Path:
 
 
 def board_top(build: BoardBuild, log=None, firmware: bytes | None = None):
-    """The :class:`rtl.board.BoardTop` of ``build`` with its firmware (``firmware``, or
+    """The :class:`tcore.rtl.board.BoardTop` of ``build`` with its firmware (``firmware``, or
     compiled if needed)."""
     from tcore.rtl.board import BoardTop
     fw = firmware if firmware is not None else build_firmware(

@@ -2,7 +2,7 @@
 simulation's UART divisor and frame timeout) on Verilator or Icarus under the board bench
 (``tb/board_bench.py``), whose UART lines are bridged to a TCP socket on the loopback
 address.  :func:`simulated_board` yields the pyserial URL of that socket, so that the host
-code that talks to a board (:class:`sim.board.link.BoardLink`) talks to the simulation
+code that talks to a board (:class:`tcore.sim.board.link.BoardLink`) talks to the simulation
 unchanged.
 """
 
@@ -67,7 +67,7 @@ def simulated_board(build: BoardBuild, *, sim: str = "verilator", accept_s: floa
     """Build and start the simulated board (in a process of its own); yield its
     ``socket://`` URL, which hosts may open one after another.  The simulation ends when the
     context ends (after the connection of the moment closes); a failed bench is a
-    :class:`sim.runner.SimError` on the way out."""
+    :class:`tcore.sim.runner.SimError` on the way out."""
     import json
     import subprocess
     from tcore.sim.runner import SimError

@@ -3,7 +3,7 @@
 A command module has ``NAME`` and ``HELP`` (its line in ``tcore --help``), ``add_arguments(parser)``
 (its options) and ``run(args) -> int`` (its work; the exit status, or :class:`CliError` for a
 one-line error with status 2).  Modules import what they need inside ``run``, so that building
-the parser loads no NumPy.  :mod:`sim.cli` builds the parser from :data:`COMMANDS`, in order.
+the parser loads no NumPy.  :mod:`tcore.sim.cli` builds the parser from :data:`COMMANDS`, in order.
 """
 
 from . import benchmark, board, gemm, layout, plot, probe, regs, synth, verify, verilog

@@ -41,7 +41,7 @@ def wave_note(path) -> str:
 
 
 def operation(a: str, b: str | None, acc: str | None, sparse: bool = False):
-    """The :class:`numerics.Op` of ``--format``'s A and B and ``--acc`` (None: A's default);
+    """The :class:`tcore.numerics.Op` of ``--format``'s A and B and ``--acc`` (None: A's default);
     CliError with the operation's refusal."""
     from tcore.numerics import Op, UnsupportedOp
     from tcore.sim.jobs import ACCUMULATORS

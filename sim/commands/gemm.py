@@ -1,6 +1,6 @@
 """``tcore gemm``: a GEMM (random, or the user's matrices) through the matmulT GEMM top, checked
-bit for bit.  The arguments become one :class:`sim.jobs.GemmJob` (every refusal first, each as
-a one-line error); :func:`sim.jobs.run_job` runs it; :func:`report` prints the result."""
+bit for bit.  The arguments become one :class:`tcore.sim.jobs.GemmJob` (every refusal first, each as
+a one-line error); :func:`tcore.sim.jobs.run_job` runs it; :func:`report` prints the result."""
 
 from __future__ import annotations
 
@@ -83,7 +83,7 @@ def run(args) -> int:
 # -- the job --------------------------------------------------------------------------------------
 
 def make_job(args):
-    """The :class:`sim.jobs.GemmJob` the arguments ask for (operand files read); CliError for
+    """The :class:`tcore.sim.jobs.GemmJob` the arguments ask for (operand files read); CliError for
     the first thing refused."""
     from tcore.sim.jobs import GemmJob
 

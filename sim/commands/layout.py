@@ -1,4 +1,4 @@
-"""``tcore layout``: the WMMA fragment layout of the RTL (``sim.layout``)."""
+"""``tcore layout``: the WMMA fragment layout of the RTL (``tcore.sim.layout``)."""
 
 from __future__ import annotations
 

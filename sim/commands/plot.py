@@ -1,4 +1,4 @@
-"""``tcore plot``: the pictures of ``sim.plots``."""
+"""``tcore plot``: the pictures of ``tcore.sim.plots``."""
 
 from __future__ import annotations
 

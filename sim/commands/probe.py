@@ -1,4 +1,4 @@
-"""``tcore probe``: capture this machine's GPU tensor-core results (``golden.probe``)."""
+"""``tcore probe``: capture this machine's GPU tensor-core results (``tcore.golden.probe``)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``tcore regs``: the GEMM accelerator's register map (``rtl.regmap``)."""
+"""``tcore regs``: the GEMM accelerator's register map (``tcore.rtl.regmap``)."""
 
 from __future__ import annotations
 

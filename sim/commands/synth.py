@@ -1,4 +1,4 @@
-"""``tcore synth``: FPGA synthesis, place and route on ECP5 (``sim.synth``)."""
+"""``tcore synth``: FPGA synthesis, place and route on ECP5 (``tcore.sim.synth``)."""
 
 from __future__ import annotations
 

@@ -112,7 +112,7 @@ def _refusal(args, arch, name: str) -> str | None:
 @dataclass
 class LibraryChecks:
     """A file the golden model checks whole: a cuBLAS library capture (split-K, epilogues,
-    FP8 scales: ``golden.cublas``) or a 2:4 sparse file (``golden.sparse``); ``checks`` are
+    FP8 scales: ``tcore.golden.cublas``) or a 2:4 sparse file (``tcore.golden.sparse``); ``checks`` are
     their results, or the cluster's future of them."""
     path: str
     checks: object
@@ -138,7 +138,7 @@ class LibraryChecks:
 
 @dataclass
 class SparseTiles:
-    """A 2:4 sparse tile file's kernels (``golden.sparse.TileProblem`` s) through the RTL
+    """A 2:4 sparse tile file's kernels (``tcore.golden.sparse.TileProblem`` s) through the RTL
     core's sparse beats."""
     path: str
     problems: tuple
@@ -159,7 +159,7 @@ class SparseTiles:
 
 @dataclass
 class KernelRun:
-    """One kernel of a dense capture (``golden.silicon.Problem``): its tiles, or the whole
+    """One kernel of a dense capture (``tcore.golden.silicon.Problem``): its tiles, or the whole
     GEMM, on the backend; ``future``: the cluster's (size, mismatches) with ``--scheduler``."""
     path: str
     data: dict

@@ -1,4 +1,4 @@
-"""``tcore verilog``: the Verilog of the top-level designs (``rtl.designs``)."""
+"""``tcore verilog``: the Verilog of the top-level designs (``tcore.rtl.designs``)."""
 
 from __future__ import annotations
 
