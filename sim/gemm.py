@@ -70,7 +70,7 @@ def run_gemm(build: Build, batch, backend: str, *, waves=False, progress=True):
         end = sparse_layout(m, n, k, op.acc == "fp16")[-1]
         build = sized(build, end, f"{m}x{k}x{n} sparse GEMM")
         img = sparse_image(a, x.meta, b)
-        job = dict(a=a, b=b, kstep=op.k_step, sparse=1, **fields)
+        job = dict(a=a, b=b, op=str(op))
         label = f"gemm-sparse-{m}x{n}x{k}-{op.a}-{backend}"
     else:
         build = sized(build, words_needed(m, n, k, op), f"{m}x{k}x{n} GEMM")
@@ -80,7 +80,7 @@ def run_gemm(build: Build, batch, backend: str, *, waves=False, progress=True):
         # The operands go in as the memory's initial contents (A, then B: host.images.gemm_layout).
         img = np.concatenate([np.ascontiguousarray(a).view(np.uint8).reshape(-1),
                               bt.view(np.uint8).reshape(-1)])
-        job = dict(a=a, b=bt, kstep=op.k_step, **fields)
+        job = dict(a=a, b=bt, op=str(op))
         label = f"gemm-{m}x{n}x{k}-{op.a}-{backend}"
     return _gemm_top(backend, build, img, job, (m, n), waves, progress, label)
 

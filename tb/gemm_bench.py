@@ -27,6 +27,7 @@ from cocotb.triggers import ClockCycles, RisingEdge
 from tcore.golden.gemm import matmul_t
 from tcore.tb import memh
 from tcore.tb.gemm_driver import GemmRunner, random_operands
+from tcore.numerics import Op
 from tcore.host.handover import handover
 from tcore.host.images import gemm_layout as layout
 from tcore.tb.common import reset
@@ -37,11 +38,10 @@ async def job(dut):
     await r.start()
     h = handover()
     with np.load(h.job) as z:
-        a, b = z["a"], z["b"]
-        fields = {f: int(z[f]) for f in ("kind", "acc_f16", "a_alt", "b_alt", "sat", "b_cols")}
-        if "sparse" in z.files:
-            fields["sparse"] = int(z["sparse"])
-        kstep = int(z["kstep"])
+        a, b, op = z["a"], z["b"], Op.parse(str(z["op"]))
+    # The operation's mode fields and K step (the Op's), the sparse flag where A is 2:4.
+    fields = {**{f: int(v) for f, v in op.mode_fields.items()}, **({"sparse": 1} if op.sparse else {})}
+    kstep = op.k_step
     t0 = time.perf_counter()
     d, cycles, beats = await r.run(a, b, fields=fields, kstep=kstep, preloaded=True,
                                    progress=h.progress)
