@@ -52,12 +52,16 @@ class Mode:
     """A group's formats as the core's :class:`tcore.rtl.formats.Mode` byte wants them."""
 
     def __init__(self, in_fmt="fp16", out_fmt="fp32", b_fmt=None, saturate=False, sparse=False):
+        from tcore.numerics import Op, UnsupportedOp
         if in_fmt not in _KIND:
             raise ValueError(f"the MMA4 core takes {', '.join(_KIND)} inputs, not {in_fmt!r}")
         if sparse and in_fmt not in ("fp16", "bf16"):
             raise ValueError(f"2:4 sparse beats are FP16 or BF16, not {in_fmt!r}")
-        self.in_fmt, self.out_fmt = in_fmt, out_fmt
-        self.b_fmt = b_fmt or ("s8" if in_fmt == "u8" else in_fmt)
+        try:        # the operation fills in B's format and checks the pairing
+            self.op = Op(in_fmt, b_fmt, out_fmt, saturate, sparse=sparse)
+        except UnsupportedOp as e:
+            raise ValueError(str(e)) from None
+        self.in_fmt, self.out_fmt, self.b_fmt = self.op.a, self.op.acc, self.op.b
         self.saturate, self.sparse = bool(saturate), bool(sparse)
         self.kind = _KIND[in_fmt]
         self.kd = _KDEPTH[self.kind]
