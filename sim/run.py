@@ -75,8 +75,9 @@ def run(build: Build | None, op: Op, operands: Operands, backend: str, **kw) -> 
 
     Keywords: ``arch`` (the golden model's generation; the RTL's is the build's), ``waves``
     (False, True or the waveform's name), ``progress`` (a progress bar on stderr, the GEMM
-    top), ``stall`` (the core's ports, 0..1), ``seed`` (its stalls), ``mma`` (the golden
-    model's function, e.g. a dask cluster's).
+    top), ``stall`` (the probability of a stall each clock, 0..1: the core's ports, the WMMA
+    unit's responses, the SoC block's AXI channels), ``seed`` (the core's stalls), ``mma`` (the
+    golden model's function, e.g. a dask cluster's).
     """
     return run_batches(build, [Batch(op, operands)], backend, **kw)[0]
 
@@ -122,7 +123,7 @@ def run_batches(build: Build | None, batches: list[Batch], backend: str, *, arch
             return [run_gemm(build, bt, backend, waves=waves, progress=progress)
                     for bt in batches]
         from .soc import run_soc
-        return [run_soc(build, bt, backend, waves=waves) for bt in batches]
+        return [run_soc(build, bt, backend, waves=waves, pause=stall) for bt in batches]
     except SimError as e:
         raise RunError(str(e)) from None
 
