@@ -75,5 +75,7 @@ plots: $(STAMP)
 	$(BIN)/tcore plot accumulation -o docs/accumulation.png
 	$(BIN)/tcore plot fp8-accumulation -o docs/fp8_accumulation.png
 
+# (and numba's on-disk cache of the golden model's compiled engine, golden/__pycache__/*.nb[ic])
 clean:
 	rm -rf build .pytest_cache
+	find golden -name '*.nb[ic]' -delete
