@@ -211,7 +211,6 @@ def run_fp4_gemm(backend: str, qa, qbt, *, build: Build | None = None, waves=Fal
 def _run_amaranth(a, b, op, build):
     from amaranth.sim import Simulator
 
-    from tcore.rtl.gemm import GemmTop
     from tcore.host.images import clock_budget, gemm_layout as layout
     from tcore.host.wmma_model import bytes_of, words_of
 

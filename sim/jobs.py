@@ -11,7 +11,6 @@ arguments and prints the result.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable

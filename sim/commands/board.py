@@ -232,7 +232,6 @@ def _bits(x, what, fmt):
     """An operand's bits and format: its dtype says the format where it can (``fmt``, from
     ``--format``, must then agree); raw data (uint16, or a bfloat16 array as ``numpy.save``
     stores it; float32 for TF32) needs ``fmt``."""
-    import numpy as np
     from tcore.numerics import Op
     from tcore.numerics.formats import INPUT_FORMATS, format_of, values_dtype
     from tcore.sim.operands import OperandError

@@ -56,7 +56,7 @@ def add_arguments(parser):
 
 def run(args) -> int:
     from tcore.rtl.designs import DESIGNS, PRESETS, Build
-    from tcore.sim.synth import SynthError, heatmap_text, synth
+    from tcore.sim.synth import SynthError, synth
 
     if args.preset not in PRESETS:
         raise CliError(f"unknown preset {args.preset!r}; presets: {', '.join(PRESETS)}")
