@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from .arch import KINDS
 
 __all__ = ["Fields", "InputFormat", "INPUT_FORMATS", "OUTPUT_BITS", "OUTPUT_FIELDS",
-           "OUTPUT_VALUES", "PTX_NAMES", "input_format", "dtype_of", "values_dtype", "format_of",
+           "OUTPUT_VALUES", "PTX_NAMES", "input_format", "dtype_of", "numpy_dtype", "values_dtype",
+           "format_of",
            "float_fields"]
 
 
@@ -170,17 +171,19 @@ def dtype_of(name: str) -> str:
     return input_format(name).dtype
 
 
+def numpy_dtype(type_name: str):
+    """A NumPy dtype by the name the table uses: a NumPy one (``"float16"``, ``"<u2"``) or an
+    ``ml_dtypes`` type (``"bfloat16"``, ``"float8_e4m3fn"``).  Imports NumPy when called."""
+    import ml_dtypes
+    import numpy as np
+    return np.dtype(getattr(ml_dtypes, type_name) if hasattr(ml_dtypes, type_name) else type_name)
+
+
 def values_dtype(name: str):
     """The NumPy dtype of a format's values: an input format's (``ml_dtypes`` for BF16 and
     FP8, float32 for TF32), an accumulator's (``fp32``, ``fp16``, ``s32``), or ``bf16`` as a
-    library GEMM's output.  Imports NumPy (and ml_dtypes) when called."""
-    import ml_dtypes
-    import numpy as np
-    if name in OUTPUT_VALUES:
-        values = OUTPUT_VALUES[name]
-    else:
-        values = input_format(name).values
-    return np.dtype(getattr(ml_dtypes, values) if hasattr(ml_dtypes, values) else values)
+    library GEMM's output."""
+    return numpy_dtype(OUTPUT_VALUES[name] if name in OUTPUT_VALUES else input_format(name).values)
 
 
 def format_of(dtype, formats=None) -> str | None:

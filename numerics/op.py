@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from . import formats
 from .arch import get_arch
-from .formats import OUTPUT_VALUES, PTX_NAMES, InputFormat, dtype_of
+from .formats import OUTPUT_VALUES, PTX_NAMES, InputFormat, dtype_of, numpy_dtype
 
 __all__ = ["Op", "UnsupportedOp", "INSTRS", "CAPTURED"]
 
@@ -220,32 +220,32 @@ class Op:
     @property
     def a_dtype(self):
         """NumPy dtype of A's values (``ml_dtypes`` for BF16 and FP8; float32 for TF32)."""
-        return _numpy_dtype(self.a_format.values)
+        return numpy_dtype(self.a_format.values)
 
     @property
     def b_dtype(self):
         """NumPy dtype of B's values."""
-        return _numpy_dtype(self.b_format.values)
+        return numpy_dtype(self.b_format.values)
 
     @property
     def acc_dtype(self):
         """NumPy dtype of C's and D's values: float32, float16 or int32."""
-        return _numpy_dtype(OUTPUT_VALUES[self.acc])
+        return numpy_dtype(OUTPUT_VALUES[self.acc])
 
     @property
     def a_bits(self):
         """NumPy dtype of A's bit patterns (unsigned, the format's width)."""
-        return _numpy_dtype(self.a_format.dtype)
+        return numpy_dtype(self.a_format.dtype)
 
     @property
     def b_bits(self):
         """NumPy dtype of B's bit patterns."""
-        return _numpy_dtype(self.b_format.dtype)
+        return numpy_dtype(self.b_format.dtype)
 
     @property
     def acc_bits(self):
         """NumPy dtype of C's and D's bit patterns."""
-        return _numpy_dtype(dtype_of(self.acc))
+        return numpy_dtype(dtype_of(self.acc))
 
     @property
     def mode_fields(self) -> dict:
@@ -302,10 +302,3 @@ def _marks(text, marks, spelling) -> dict:
             raise UnsupportedOp(repr(text), f"mark {mark!r} repeats what {key} already is")
         kw[key] = value
     return kw
-
-
-def _numpy_dtype(name: str):
-    """A NumPy dtype by name: a NumPy one, or an ``ml_dtypes`` type."""
-    import ml_dtypes
-    import numpy as np
-    return np.dtype(getattr(ml_dtypes, name) if hasattr(ml_dtypes, name) else name)

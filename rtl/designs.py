@@ -12,6 +12,7 @@ benches and ``tcore verilog`` build), ``ecp5-85f`` (what ``tcore synth`` places)
 """
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 from amaranth.back import verilog
 from amaranth.hdl import Shape
@@ -54,11 +55,7 @@ DESIGNS = {name: _factory(name) for name in _CLASSES}
 def parameters(name: str) -> dict:
     """The build parameters a design takes, with their defaults (its constructor's integer
     keywords, less what its build fixes)."""
-    import inspect
-    cls, fixed = _class(name)
-    return {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
-            if k != "self" and k not in fixed and type(p.default) is int
-            and p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    return {k: v for k, v in _defaults(name).items() if type(v) is int}
 
 
 def bench_memory(name: str) -> str:
@@ -74,9 +71,10 @@ def make(name: str, **params):
     return cls(**fixed, **params)
 
 
+@lru_cache(maxsize=None)
 def _defaults(name: str) -> dict:
     """Every keyword a design's constructor takes, with its default (what its build fixes
-    left out)."""
+    left out).  Cached: read it, never change it."""
     import inspect
     cls, fixed = _class(name)
     return {k: p.default for k, p in inspect.signature(cls.__init__).parameters.items()
@@ -181,6 +179,15 @@ class Build:
         from .mma4 import MMA4
         kind = InputKind.FP16 if op is None else InputKind(op.mode_fields["kind"])
         return MMA4.beat_clocks(kind, self.lanes)
+
+    def peak_fma(self, op=None) -> int:
+        """Products per clock this build's cores do at most in ``op`` (default: a 16-bit one):
+        a beat (4 x 4 x ``op.beat_k``, twice the logical products for a 2:4 sparse A) every
+        :meth:`beat_clocks`, in each of its warps."""
+        from tcore.numerics import Op
+        op = op or Op("fp16")
+        warps = self.warps if "warps" in _defaults(self.design) else 1
+        return 16 * op.beat_k * (2 if op.sparse else 1) * warps // self.beat_clocks(op)
 
 
 def _presets() -> dict:

@@ -57,10 +57,10 @@ def benchmark_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1, workers:
     compiled (or loaded from numba's cache) before timing.  ``gemm`` > 0 also times one
     ``gemm``-cubed FP16 -> FP32 product (compiled engine, once)."""
     import time
-    import ml_dtypes
     import numpy as np
     from tcore.golden import matmul
     from tcore.golden.mma import default_engine
+    from tcore.numerics.formats import numpy_dtype
 
     if tiles < 1:
         raise BenchmarkError(f"--tiles must be at least 1, not {tiles}")
@@ -81,7 +81,7 @@ def benchmark_golden(tiles: int = 4096, repeat: int = 5, seed: int = 1, workers:
     load_before = _load()
     kinds = {}
     for key, (label, dtype, kw, k) in GOLDEN_BENCH_KINDS.items():
-        dt = np.dtype(getattr(ml_dtypes, dtype, None) or dtype)
+        dt = numpy_dtype(dtype)
         if dt.kind == "i":
             a = rng.integers(-128, 128, (tiles, 16, k)).astype(dt)
             b = rng.integers(-128, 128, (tiles, k, 16)).astype(dt)
@@ -178,12 +178,13 @@ def benchmark_gemm(m=128, n=128, k=128, backend="verilator", seed=1) -> dict:
 
     op = Op.parse("fp16->fp32")
     a, b = op.random_operands(m, n, k, seed)
-    r = run(preset("lint", "gemm"), op, Operands(a, b), backend)
+    top = preset("lint", "gemm")
+    r = run(top, op, Operands(a, b), backend)
     bad = int((r.d != matmul_t(a, b)).sum())
     if bad:
         raise BenchmarkError(f"GEMM: {bad} outputs differ from the golden model")
     return {"m": m, "n": n, "k": k, "backend": backend, "cycles": r.cycles,
-            "utilization": m * n * k / r.cycles / 64, "mismatches": bad,
+            "utilization": m * n * k / r.cycles / top.peak_fma(op), "mismatches": bad,
             "sim_cycles_per_s": r.cycles / r.sim_s}
 
 
@@ -205,15 +206,15 @@ def benchmark_soc(m=64, n=None, k=None, warps=(1, 2, 4, 8), backend="verilator",
     rows = []
     for w in warps:
         print(f"  {m}x{n}x{k}, {w} warp{'s' if w > 1 else ''} ...", flush=True)
-        r = run(preset("lint", "soc").replace(warps=w), op, Operands(a, b), backend)
-        d, info = r.d, {"cycles": r.cycles}
-        bad = int((d != want).sum())
+        soc = preset("lint", "soc").replace(warps=w)
+        r = run(soc, op, Operands(a, b), backend)
+        bad = int((r.d != want).sum())
         if bad:
             raise BenchmarkError(f"soc with {w} warps: {bad} outputs differ from the golden model")
-        rows.append({"warps": w, "cycles": info["cycles"], "mismatches": bad,
-                     "utilization": m * n * k / info["cycles"] / (64 * w),
-                     "fma_per_clock": m * n * k / info["cycles"],
-                     "read_bus": m * n * k // 64 / info["cycles"]})       # 64 FP16 per beat pair
+        rows.append({"warps": w, "cycles": r.cycles, "mismatches": bad,
+                     "utilization": m * n * k / r.cycles / soc.peak_fma(op),
+                     "fma_per_clock": m * n * k / r.cycles,
+                     "read_bus": m * n * k // 64 / r.cycles})       # 64 FP16 per beat pair
     for r in rows:
         r["speedup_vs_1"] = rows[0]["cycles"] / r["cycles"]
     return {"m": m, "n": n, "k": k, "backend": backend, "runs": rows}

@@ -65,24 +65,22 @@ def run_gemm(build: Build, batch, backend: str, *, waves=False, progress=True):
     a, b = np.asarray(x.a), np.asarray(x.b)
     m, n, k = x.mnk
     _check_tiles(m, n, k)
-    fields = op.mode_fields
     if op.sparse:
         end = sparse_layout(m, n, k, op.acc == "fp16")[-1]
         build = sized(build, end, f"{m}x{k}x{n} sparse GEMM")
-        img = sparse_image(a, x.meta, b)
-        job = dict(a=a, b=b, op=str(op))
+        img, b_mem = sparse_image(a, x.meta, b), b
         label = f"gemm-sparse-{m}x{n}x{k}-{op.a}-{backend}"
     else:
         build = sized(build, words_needed(m, n, k, op), f"{m}x{k}x{n} GEMM")
         if backend == "amaranth":
             return _run_amaranth(a, b, op, build)
-        bt = np.ascontiguousarray(b.T) if fields["b_cols"] else b
+        b_mem = np.ascontiguousarray(b.T) if op.mode_fields["b_cols"] else b
         # The operands go in as the memory's initial contents (A, then B: host.images.gemm_layout).
         img = np.concatenate([np.ascontiguousarray(a).view(np.uint8).reshape(-1),
-                              bt.view(np.uint8).reshape(-1)])
-        job = dict(a=a, b=bt, op=str(op))
+                              b_mem.view(np.uint8).reshape(-1)])
         label = f"gemm-{m}x{n}x{k}-{op.a}-{backend}"
-    return _gemm_top(backend, build, img, job, (m, n), waves, progress, label)
+    return _gemm_top(backend, build, img, dict(a=a, b=b_mem, op=str(op)), (m, n), waves,
+                     progress, label)
 
 
 def _gemm_top(backend, build, img, job, mn, waves, progress, label):
@@ -191,11 +189,7 @@ def run_fp4_gemm(backend: str, qa, qbt, *, build: Build | None = None, waves=Fal
     _check_tiles(m, n, k)
     from tcore.host.images import fp4_image
     img, cfg, fcfg = fp4_image(qa, qbt)
-    try:
-        build = (build or preset("lint", "fp4gemm")).replace(
-            mem_words=mem_words_for(img.size // 16))
-    except ValueError as e:
-        raise ValueError(f"a {m}x{k}x{n} {qa.fmt} GEMM {e}") from None
+    build = sized(build or preset("lint", "fp4gemm"), img.size // 16, f"{m}x{k}x{n} {qa.fmt} GEMM")
     job = {**{f"cfg_{key}": v for key, v in cfg.items()}, **{f"fcfg_{key}": v for key, v in fcfg.items()}}
     r = _run_design(backend, build, "tcore.tb.fp4_bench", img, job, (m // 16) * (n // 16),
                     waves=waves, progress=progress)

@@ -98,9 +98,11 @@ class GemmJob:
         """The design the job runs on (:class:`tcore.rtl.designs.Build`): the GEMM top, the
         FP4 top for NVFP4/MXFP4, of ``warps`` warps with cores of ``lanes``; None on the
         golden model."""
+        return None if self.backend == "golden" else self._top()
+
+    def _top(self):
+        """The GEMM top (the FP4 top for NVFP4/MXFP4) of ``warps`` warps of ``lanes``."""
         from tcore.rtl.designs import preset
-        if self.backend == "golden":
-            return None
         design = "fp4gemm" if self.format in FP4_FORMATS else "gemm"
         return preset("lint", design).replace(warps=self.warps, lanes=self.lanes)
 
@@ -111,10 +113,9 @@ class GemmJob:
 
     @property
     def peak(self) -> int:
-        """Products per clock of the warps: ``lanes`` per core, half that for TF32, twice that
-        (logical) for 2:4 sparse A (``tcore.rtl.mma4``)."""
-        per = self.lanes // 2 if self.format == "tf32" else 2 * self.lanes if self.sparse else self.lanes
-        return per * self.warps
+        """Products per clock of the warps (:meth:`tcore.rtl.designs.Build.peak_fma`; NVFP4 and
+        MXFP4 run decoded, at the 16-bit rate)."""
+        return self._top().peak_fma(self.op)
 
 
 @dataclass

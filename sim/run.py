@@ -39,7 +39,7 @@ __all__ = ["run", "run_batches", "Operands", "Batch", "Result", "RunError", "BAC
 BACKENDS = ("golden", "amaranth", "icarus", "verilator", "board")
 #: The backends that simulate the RTL.
 SIMULATORS = ("amaranth", "icarus", "verilator")
-#: ``tcore verify --through`` and ``tcore gemm``: each path's design.
+#: ``tcore verify --through``: each path's design.
 PATHS = {"core": "mma4", "wmma": "wmma", "gemm": "gemm", "soc": "soc"}
 #: The designs Amaranth's simulator runs (the others are too large for it).
 _AMARANTH = ("mma4", "gemm")

@@ -51,8 +51,9 @@ def run(args) -> int:
     rtl = args.backend != "golden"
     if args.tiles is not None and args.tiles < 1:
         raise CliError(f"--tiles must be at least 1, not {args.tiles}")
-    if args.kernel != "all" and _refusal(args, arch, args.kernel):
-        raise CliError(_refusal(args, arch, args.kernel))
+    why = _refusal(args, arch, args.kernel) if args.kernel != "all" else None
+    if why:
+        raise CliError(why)
     refuse_golden_options(args, (("--waves", args.waves), ("--through", args.through),
                                  ("--lanes", args.lanes != 64)))
     if args.warps is not None and args.through not in ("gemm", "soc"):
