@@ -94,10 +94,9 @@ def mma(a, b, c, *, serial, check, workers=None, **kwargs):
     chunks) and N (B's column chunks), the whole K in each block.  The arguments are checked
     now, as the serial model checks them (``check``: :func:`tcore.golden.mma.check_operands`).  The
     engine passes itself in, so that this module imports none of the engines."""
-    check_operands = check
     da = _da()
     a, b, c = (_as_array(da, x, n) for x, n in ((a, "a"), (b, "b"), (c, "c")))
-    check_operands(*(_view(x.shape, x.dtype) for x in (a, b, c)), kwargs.get("in_fmt", "fp16"),
+    check(*(_view(x.shape, x.dtype) for x in (a, b, c)), kwargs.get("in_fmt", "fp16"),
                         kwargs.get("out_fmt", "fp32"), kwargs.get("b_fmt"))
     # The other arguments (mode, instr, arch, engine, promote, ...): a 1x1x1 product checks them.
     serial(np.zeros((1, 1), a.dtype), np.zeros((1, 1), b.dtype), np.zeros((1, 1), c.dtype),
@@ -110,7 +109,6 @@ def matmul(a, b, c=None, *, serial, op_of, check, workers=None, **kwargs):
     """``serial`` (:func:`tcore.golden.matmul`) on dask arrays: a lazy ``dask.array`` (float32,
     float16 or int32), chunked over M and N as :func:`mma`, the whole K in each block.
     ``op_of`` is :func:`tcore.golden.floats.matmul_op`, ``check`` :func:`tcore.golden.mma.check_operands`."""
-    check_operands = check
     da = _da()
     a, b, c = (_as_array(da, x, n) for x, n in ((a, "a"), (b, "b"), (c, "c")))
     for name, x in (("a", a), ("b", b)):
@@ -124,7 +122,7 @@ def matmul(a, b, c=None, *, serial, op_of, check, workers=None, **kwargs):
     op = op_of(a.dtype, b.dtype, **{k: kwargs[k] for k in
                                     ("out", "saturate", "instr", "promote") if k in kwargs})
     cshape = (a.shape[-2], b.shape[-1]) if c is None else c.shape
-    check_operands(_view(a.shape, op.a_bits), _view(b.shape, op.b_bits),
+    check(_view(a.shape, op.a_bits), _view(b.shape, op.b_bits),
                    _view(cshape, op.acc_bits), op.a, op.acc, op.b)
     kwargs["workers"] = 1 if workers is None else workers
     return _blockwise(serial, a, b, c, d1.dtype, kwargs)
